@@ -1,0 +1,137 @@
+"""The GL context glcnn renders with: headless EGL by default, or one the user already has.
+
+Programs are compiled once per context and cached by (shader file, hash of final source).
+A context belongs to the thread that made it; using it from another thread raises.
+"""
+
+import hashlib
+import os
+import re
+import threading
+
+import moderngl
+
+from .errors import ContextError, ShaderCompileError
+from .resources import resource_path
+
+INSTALL_HINT = (
+    "install Mesa's EGL and GL drivers (Debian/Ubuntu: apt-get install -y libegl1 "
+    "libegl-mesa0 libgl1-mesa-dri) or run with a display and GLCNN_BACKEND=x11"
+)
+_LINE = re.compile(r"(\d+):(\d+)\(\d+\)")
+
+
+class Context:
+    """A moderngl context plus glcnn's program cache.
+
+    Args:
+        ctx: an existing `moderngl.Context` (e.g. your window's) to render into; glcnn
+            then never creates a context of its own. None creates a headless one.
+        backend: for a new context, "egl" (default, no display needed) or None for the
+            platform default (X11/GLX); also read from GLCNN_BACKEND.
+    Raises:
+        ContextError: if no OpenGL 3.3 core context can be created, naming packages.
+    """
+
+    def __init__(self, ctx: moderngl.Context | None = None, backend: str | None = "egl"):
+        backend = os.environ.get("GLCNN_BACKEND", backend)
+        if ctx is None:
+            ctx = _create(None if backend in (None, "", "x11", "default") else backend)
+        self.gl = ctx
+        self.thread = threading.get_ident()
+        self.programs: dict[tuple[str, str], moderngl.Program] = {}
+        self.compiles = 0
+        if ctx.version_code < 330:
+            raise ContextError(f"glcnn needs OpenGL 3.3; {self.renderer} offers {self.version}")
+
+    @property
+    def renderer(self) -> str:
+        return self.gl.info["GL_RENDERER"]
+
+    @property
+    def version(self) -> str:
+        return self.gl.info["GL_VERSION"]
+
+    @property
+    def max_texture_size(self) -> int:
+        return int(self.gl.info["GL_MAX_TEXTURE_SIZE"])
+
+    def check_thread(self) -> None:
+        """Raise ContextError if called from a thread other than the creating one."""
+        if threading.get_ident() != self.thread:
+            raise ContextError("a glcnn Context is used from a thread other than the one that "
+                               "created it; make one Context per thread")
+
+    def program(self, shader: str, defines: dict, layer: str = "?") -> moderngl.Program:
+        """Compile (or fetch from cache) op shader `shader` with `defines` for `layer`."""
+        source = build_source(shader, defines)
+        key = (shader, hashlib.sha1(source.encode()).hexdigest())
+        if key not in self.programs:
+            vertex = "#version 330 core\n" + resource_path("shaders", "fullscreen.vert").read_text()
+            try:
+                self.programs[key] = self.gl.program(vertex_shader=vertex, fragment_shader=source)
+            except moderngl.Error as exc:
+                raise ShaderCompileError(str(resource_path("shaders", shader)), layer, defines,
+                                         str(exc), excerpt(source, str(exc))) from None
+            self.compiles += 1
+            if _debug() >= 3:
+                print(f"[glcnn] GLSL for {layer} ({shader}):\n{source}")
+        elif _debug() >= 2:
+            print(f"[glcnn] program cache hit: {shader} for {layer}")
+        return self.programs[key]
+
+    def summary(self) -> str:
+        return (f"{self.renderer} | OpenGL {self.version} | "
+                f"max texture {self.max_texture_size}")
+
+    def __repr__(self):
+        return f"Context({self.summary()}, {len(self.programs)} programs)"
+
+
+def _create(backend):
+    try:
+        if backend:
+            return moderngl.create_context(standalone=True, require=330, backend=backend)
+        return moderngl.create_context(standalone=True, require=330)
+    except Exception as exc:  # moderngl/glcontext raise bare Exceptions here
+        raise ContextError(f"cannot create an OpenGL 3.3 context (backend={backend}): {exc}; "
+                           f"{INSTALL_HINT}") from None
+
+
+def _debug() -> int:
+    try:
+        return int(os.environ.get("GLCNN_DEBUG", "0"))
+    except ValueError:
+        return 0
+
+
+def build_source(shader: str, defines: dict) -> str:
+    """Final fragment source: #version, the defines, then common.glsl and the op shader.
+
+    `#line N S` directives make driver messages point at file S (1 = common.glsl,
+    2 = the op shader) and its own line numbers.
+    """
+    head = ["#version 330 core"] + [f"#define {k} {int(v)}" for k, v in sorted(defines.items())]
+    common = resource_path("shaders", "common.glsl").read_text()
+    body = resource_path("shaders", shader).read_text()
+    return "\n".join(head + ["#line 1 1", common, "#line 1 2", body])
+
+
+def excerpt(source: str, message: str, around: int = 2) -> str:
+    """The source lines a driver message points at, as 'file:line | text'."""
+    files = {1: "common.glsl", 2: "op shader"}
+    chunks, current, lines = {}, None, []
+    for text in source.split("\n"):
+        m = re.match(r"#line 1 (\d+)$", text)
+        if m:
+            current = int(m.group(1))
+            chunks[current] = lines = []
+        elif current is not None:
+            lines.append(text)
+    out = []
+    for file_no, line_no in {(int(f), int(n)) for f, n in _LINE.findall(message)}:
+        lines = chunks.get(file_no, [])
+        for n in range(max(1, line_no - around), min(len(lines), line_no + around) + 1):
+            mark = ">" if n == line_no else " "
+            out.append(f"  {mark} {files.get(file_no, file_no)}:{n} | {lines[n - 1]}")
+    return "\n".join(out)

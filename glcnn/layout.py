@@ -1,0 +1,120 @@
+"""How a (C, H, W) tensor sits in one RGBA texture: the tile-grid ("atlas") layout.
+
+Four consecutive channels share one RGBA texel; that group is a *slice*. The
+S = ceil(C / 4) slices are H×W tiles in a near-square grid of
+cols = ceil(sqrt(S)) columns and rows = ceil(S / cols) rows, filled row by row.
+Lanes past C in the last slice, and tiles past S, hold zeros.
+
+Example: C = 10, H = 3, W = 4  →  S = 3 slices, 2×2 grid, one tile empty::
+
+    texture x →   0   1   2   3 | 4   5   6   7
+    y = 0       +---------------+---------------+
+        1       |   slice 0     |   slice 1     |
+        2       |  ch 0,1,2,3   |  ch 4,5,6,7   |
+                +---------------+---------------+
+        3       |   slice 2     |   (empty,     |
+        4       |  ch 8,9,-,-   |    zeros)     |
+        5       |               |               |
+                +---------------+---------------+
+
+Texel (x, y) of slice s is at (tx·W + x, ty·H + y) with tx = s mod cols, ty = s div cols.
+Texture row y is numpy row y (GL's first row is the first row read and written).
+This is the contract of `shaders/common.glsl`; `pack`/`unpack` are its numpy twins.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Atlas:
+    """Placement of a (C, H, W) tensor in a texture of `size` = (width, height)."""
+
+    channels: int
+    height: int
+    width: int
+
+    @property
+    def slices(self) -> int:
+        return (self.channels + 3) // 4
+
+    @property
+    def cols(self) -> int:
+        return math.ceil(math.sqrt(self.slices))
+
+    @property
+    def rows(self) -> int:
+        return math.ceil(self.slices / self.cols)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """Texture (width, height) in texels."""
+        return self.cols * self.width, self.rows * self.height
+
+    @property
+    def shape_uniform(self) -> tuple[int, int, int, int]:
+        """The `ivec4` the shaders address this tensor with: (C, H, W, cols)."""
+        return self.channels, self.height, self.width, self.cols
+
+    @classmethod
+    def of(cls, shape) -> "Atlas":
+        c, h, w = (int(v) for v in shape)
+        return cls(c, h, w)
+
+
+def pack(x: np.ndarray) -> np.ndarray:
+    """Lay out a (C, H, W) array as a (tex_height, tex_width, 4) float32 atlas."""
+    atlas = Atlas.of(x.shape)
+    c, h, w = x.shape
+    padded = np.zeros((atlas.rows * atlas.cols * 4, h, w), np.float32)
+    padded[:c] = x
+    # (rows, cols, 4, H, W) -> (rows, H, cols, W, 4)
+    tiles = padded.reshape(atlas.rows, atlas.cols, 4, h, w).transpose(0, 3, 1, 4, 2)
+    return np.ascontiguousarray(tiles.reshape(atlas.rows * h, atlas.cols * w, 4))
+
+
+def unpack(data: np.ndarray, shape) -> np.ndarray:
+    """Inverse of `pack`: a (tex_height, tex_width, 4) atlas back to (C, H, W) float32."""
+    atlas = Atlas.of(shape)
+    c, h, w = atlas.channels, atlas.height, atlas.width
+    tiles = data.reshape(atlas.rows, h, atlas.cols, w, 4).transpose(0, 2, 4, 1, 3)
+    return np.ascontiguousarray(tiles.reshape(-1, h, w)[:c], dtype=np.float32)
+
+
+def pack_filters(w: np.ndarray) -> np.ndarray:
+    """Lay out conv weights (Co, Cg, kh, kw) as a grid of kh×kw filter tiles.
+
+    Tile (column c, row s) holds the taps of input channel c for output slice s, one
+    RGBA texel per tap with the 4 output channels of the slice in R, G, B, A::
+
+        x → | c=0: kw taps | c=1: kw taps | ... | c=Cg-1 |
+        y   +--------------+--------------+     +--------+   rows ky of slice 0
+        ↓   |  kh × kw     |              |     |        |
+            +--------------+--------------+     +--------+   rows ky of slice 1
+            ...
+
+    Texel (c·kw + kx, s·kh + ky) = w[4s : 4s+4, c, ky, kx]. Blitting the texture
+    shows every filter as a small image.
+    """
+    co, cg, kh, kw = w.shape
+    s = (co + 3) // 4
+    padded = np.zeros((s * 4, cg, kh, kw), np.float32)
+    padded[:co] = w
+    # (S, 4, Cg, kh, kw) -> (S, kh, Cg, kw, 4)
+    tiles = padded.reshape(s, 4, cg, kh, kw).transpose(0, 3, 2, 4, 1)
+    return np.ascontiguousarray(tiles.reshape(s * kh, cg * kw, 4))
+
+
+def pack_channels(*rows: np.ndarray) -> np.ndarray:
+    """Per-channel parameter vectors (each of length C) as a (len(rows), S, 4) texture.
+
+    Row r, texel s holds rows[r][4s : 4s+4]; used for bias, scale, shift and slopes.
+    """
+    c = len(rows[0])
+    s = (c + 3) // 4
+    out = np.zeros((len(rows), s * 4), np.float32)
+    for r, values in enumerate(rows):
+        out[r, :c] = values
+    return out.reshape(len(rows), s, 4)

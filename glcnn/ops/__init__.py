@@ -1,0 +1,28 @@
+"""Op registry: one module per op family, each registering ONNX op types.
+
+Importing this package imports every op module, which fills `REGISTRY`.
+"""
+
+from . import activation, batchnorm, conv, crop, elementwise  # noqa: F401  (registration)
+from .base import REGISTRY, Op, make_op, register
+
+
+def build_ops(graph) -> tuple[list[Op], dict[str, tuple]]:
+    """Validate `graph`, instantiate an op per node and infer every tensor's shape.
+
+    Returns:
+        (ops in graph order, tensor name -> (C, H, W)).
+    Raises:
+        GraphError, UnsupportedOpError, WeightError, ShapeError: naming the layer.
+    """
+    graph.validate()
+    shapes = {name: tuple(int(v) for v in s) for name, s in graph.inputs.items()}
+    ops = []
+    for node in graph.nodes:
+        op = make_op(node, [shapes[t] for t in node.inputs])
+        shapes[node.name] = op.output_shape()
+        ops.append(op)
+    return ops, shapes
+
+
+__all__ = ["REGISTRY", "Op", "build_ops", "make_op", "register"]

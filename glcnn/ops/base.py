@@ -1,0 +1,174 @@
+"""The op contract: what each op declares so the pipeline can run it as one shader pass.
+
+An op never touches GL. It declares its `.glsl` file, output shape, `#define`s, weight
+textures (numpy arrays already laid out for upload) and uniforms; `glcnn.pipeline` does
+the rest. Ops register under their ONNX op type with `@register("Conv")`.
+"""
+
+import math
+import re
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedOpError, WeightError
+from ..graph import Node
+from ..layout import pack_channels
+
+REGISTRY: dict[str, type["Op"]] = {}
+
+# Activations that can run in any op's epilogue (see shaders/common.glsl), with the
+# attributes each reads as (name, default) -> uniform slot.
+ACTIVATION_DEFAULTS = {
+    "Relu": {}, "Sigmoid": {}, "Tanh": {}, "HardSwish": {}, "Silu": {}, "PRelu": {},
+    "LeakyRelu": {"alpha": 0.01},
+    "Elu": {"alpha": 1.0},
+    "HardSigmoid": {"alpha": 0.2, "beta": 0.5},
+    "Clip": {"min": -3.4e38, "max": 3.4e38},
+}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def register(op_type: str):
+    """Class decorator: make `cls` the implementation of ONNX op type `op_type`."""
+    def wrap(cls):
+        if op_type in REGISTRY:
+            raise ValueError(f"op {op_type!r} registered twice")
+        REGISTRY[op_type] = cls
+        return cls
+    return wrap
+
+
+def make_op(node: Node, in_shapes: list[tuple]) -> "Op":
+    """Instantiate the registered op for `node`, validating its attributes and weights."""
+    cls = REGISTRY.get(node.op)
+    if cls is None:
+        raise UnsupportedOpError(f"layer {node.name!r}: op type {node.op!r} is not supported; "
+                                 f"supported: {', '.join(sorted(REGISTRY))}")
+    return cls(node, in_shapes)
+
+
+class Op:
+    """Base of every op. Subclasses set `shader` and override the declaring methods.
+
+    `samplers` names the shader sampler for each graph input, in order; each also gets an
+    `ivec4 <sampler>_shape` uniform (C, H, W, grid columns).
+    """
+
+    shader: str = ""
+    samplers: tuple[str, ...] = ("u_input",)
+
+    def __init__(self, node: Node, in_shapes: list[tuple]):
+        self.node = node
+        self.in_shapes = [tuple(int(v) for v in s) for s in in_shapes]
+        self.check()
+        self._check_epilogue()
+
+    @property
+    def op_type(self) -> str:
+        return self.node.op
+
+    # --- what subclasses declare -------------------------------------------------
+    def check(self) -> None:
+        """Validate attributes and weights; raise a GlcnnError naming the layer."""
+
+    def output_shape(self) -> tuple[int, int, int]:
+        return self.in_shapes[0]
+
+    def defines(self) -> dict:
+        return {}
+
+    def textures(self) -> dict[str, np.ndarray]:
+        """Weight textures: sampler name -> (height, width, 4) float32."""
+        return {}
+
+    def uniforms(self) -> dict:
+        return {}
+
+    def flops(self) -> int:
+        """Multiply-adds ×2 (or elementwise ops) for one inference."""
+        return int(np.prod(self.output_shape()))
+
+    # --- shared helpers --------------------------------------------------------------
+    def fail(self, message: str, error=ShapeError):
+        raise error(f"layer {self.node.name!r} ({self.node.op}): {message}")
+
+    def weight(self, key: str, shape: tuple | None = None) -> np.ndarray:
+        """The float32 weight `key`, checked against `shape` (None entries match anything)."""
+        if key not in self.node.weights:
+            self.fail(f"missing weight {key!r}; has {sorted(self.node.weights)}", WeightError)
+        w = np.asarray(self.node.weights[key], np.float32)
+        if shape is not None and (w.ndim != len(shape) or any(
+                e is not None and e != a for e, a in zip(shape, w.shape))):
+            self.fail(f"weight {key!r} has shape {w.shape}, expected {shape}", WeightError)
+        if not np.all(np.isfinite(w)):
+            self.fail(f"weight {key!r} contains NaN or Inf", WeightError)
+        return w
+
+    def attr_ints(self, key: str, n: int, default) -> tuple[int, ...]:
+        value = tuple(int(v) for v in self.node.attrs.get(key, default))
+        if len(value) != n:
+            self.fail(f"attribute {key}={list(value)} must have {n} values", UnsupportedOpError)
+        return value
+
+    # --- the fused epilogue: residual add, then activation (shaders/common.glsl) ----------
+    def _check_epilogue(self):
+        act = self.node.attrs.get("activation")
+        if act and act.get("op") not in ACTIVATION_DEFAULTS:
+            self.fail(f"cannot fuse activation {act.get('op')!r}", UnsupportedOpError)
+        if self.node.attrs.get("residual") and self.in_shapes[-1] != self.output_shape():
+            self.fail(f"residual input has shape {self.in_shapes[-1]}, "
+                      f"output is {self.output_shape()}")
+
+    def all_samplers(self) -> tuple[str, ...]:
+        residual = ("u_residual",) if self.node.attrs.get("residual") else ()
+        return self.samplers + residual
+
+    def all_defines(self) -> dict:
+        out = dict(self.defines())
+        act = self.node.attrs.get("activation")
+        if act:
+            out["ACT_" + act["op"].upper()] = 1
+        if self.node.attrs.get("residual"):
+            out["RESIDUAL"] = 1
+        for key in out:
+            if not _NAME.match(key):
+                self.fail(f"invalid define name {key!r}", UnsupportedOpError)
+        return out
+
+    def all_textures(self) -> dict[str, np.ndarray]:
+        out = dict(self.textures())
+        act = self.node.attrs.get("activation")
+        if act and act["op"] == "PRelu":
+            out["u_slope"] = pack_channels(self.prelu_slope(self.output_shape()[0]))
+        return out
+
+    def all_uniforms(self) -> dict:
+        out = dict(self.uniforms())
+        act = self.node.attrs.get("activation")
+        if act:
+            params = ACTIVATION_DEFAULTS[act["op"]]
+            values = [float(act.get(k, v)) for k, v in params.items()] + [0.0, 0.0]
+            out["u_act"] = tuple(values[:2])
+        return out
+
+    def prelu_slope(self, channels: int) -> np.ndarray:
+        slope = self.weight("slope").reshape(-1)
+        if slope.size not in (1, channels):
+            self.fail(f"PRelu slope has {slope.size} values for {channels} channels", WeightError)
+        return np.broadcast_to(slope, (channels,)).astype(np.float32)
+
+    # --- printing ------------------------------------------------------------------------
+    def summary(self) -> str:
+        act = self.node.attrs.get("activation")
+        fused = f"+{act['op']}" if act else ""
+        fused += "+Add" if self.node.attrs.get("residual") else ""
+        params = sum(int(np.asarray(w).size) for w in self.node.weights.values())
+        return (f"{self.node.name:<24} {self.op_type + fused:<24} {str(self.output_shape()):<18}"
+                f" {params:>10,} {self.flops() / 1e6:>10.2f}")
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.node.name!r}, {self.in_shapes} -> {self.output_shape()})"
+
+
+def conv_output_size(size: int, k: int, s: int, d: int, pad: int) -> int:
+    return math.floor((size + pad - d * (k - 1) - 1) / s) + 1

@@ -1,0 +1,149 @@
+"""Conv and ConvTranspose (ONNX semantics, NCHW, batch 1).
+
+Conv:  y[o, oy, ox] = B[o] + Σ_{c, ky, kx} x[g·Cg + c, oy·sy − pt + ky·dy, ox·sx − pl + kx·dx]
+                                            · W[o, c, ky, kx],   g = o div (Co / group)
+ConvTranspose: the adjoint; x[c, iy, ix] reaches y at (iy·sy − pt + ky·dy, ...), with
+       W[c, o_local, ky, kx] of shape (Ci, Co/group, kh, kw) and output size
+       (in − 1)·s − pad_begin − pad_end + d·(k − 1) + output_padding + 1 (as PyTorch).
+
+| attribute      | default   | meaning                                        |
+|----------------|-----------|------------------------------------------------|
+| strides        | (1, 1)    | (sy, sx)                                       |
+| pads           | (0,0,0,0) | (top, left, bottom, right), may be asymmetric  |
+| dilations      | (1, 1)    | (dy, dx)                                       |
+| group          | 1         | channel groups; group = C is depthwise         |
+| output_padding | (0, 0)    | ConvTranspose only: extra rows/cols at the end |
+
+Weights: W as above, B (Co,) optional. Both ops run `shaders/conv.glsl` (TRANSPOSED for
+the adjoint) with one weight texture layout (layout.pack_filters over (Co, Cg, kh, kw)); the shader variant is chosen by
+channel alignment: DENSE (whole slices of inputs per group, 4 FMAs per fetch),
+DEPTHWISE (one input channel per output channel), or the generic per-lane path.
+"""
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..layout import pack_channels, pack_filters
+from .base import Op, conv_output_size, register
+
+
+class _ConvBase(Op):
+    def check(self):
+        self.x_shape = self.in_shapes[0]
+        self.group = int(self.node.attrs.get("group", 1))
+        self.strides = self.attr_ints("strides", 2, (1, 1))
+        self.dilations = self.attr_ints("dilations", 2, (1, 1))
+        self.pads = self.attr_ints("pads", 4, (0, 0, 0, 0))
+        if min(self.strides) < 1 or min(self.dilations) < 1:
+            self.fail(f"strides {self.strides} and dilations {self.dilations} must be ≥ 1",
+                      UnsupportedOpError)
+        self.W = self.weight("W", (None, None, None, None))
+        self.check_weights()
+        if any(v <= 0 for v in self.output_shape()):
+            self.fail(f"input {self.x_shape} gives an empty output {self.output_shape()}")
+
+    def channels(self):
+        """(Ci, Co, Cg, Cog): input/output channels and per-group counts."""
+        raise NotImplementedError
+
+    def conv_weights(self) -> np.ndarray:
+        """Weights as (Co, Cg, kh, kw), the orientation the shader reads."""
+        raise NotImplementedError
+
+    def check_weights(self):
+        ci, co, cg, cog = self.channels()
+        if self.group < 1 or ci % self.group or co % self.group:
+            self.fail(f"group={self.group} must divide input channels {ci} and output {co}")
+        if ci != self.x_shape[0]:
+            self.fail(f"input has {self.x_shape[0]} channels, weight W {self.W.shape} expects {ci}")
+        if "B" in self.node.weights:
+            self.bias = self.weight("B", (co,))
+        else:
+            self.bias = np.zeros(co, np.float32)
+
+    def variant(self) -> str:
+        ci, co, cg, cog = self.channels()
+        if self.group == 1 or (cg % 4 == 0 and cog % 4 == 0):
+            return "DENSE"
+        if cg == 1 and cog == 1:
+            return "DEPTHWISE"
+        return "GENERIC"
+
+    def defines(self):
+        ci, co, cg, cog = self.channels()
+        variant = self.variant()
+        padded = -(-cg // 4) * 4 if variant == "DENSE" else cg
+        return {variant: 1, "KH": self.W.shape[2], "KW": self.W.shape[3], "CG": padded}
+
+    def textures(self):
+        w = self.conv_weights()
+        if self.variant() == "DENSE" and w.shape[1] % 4:
+            w = np.pad(w, ((0, 0), (0, 4 - w.shape[1] % 4), (0, 0), (0, 0)))
+        return {"u_weights": pack_filters(w), "u_params": pack_channels(self.bias)}
+
+    def uniforms(self):
+        return {"u_stride": self.strides[::-1], "u_dilation": self.dilations[::-1],
+                "u_pad": (self.pads[1], self.pads[0]), "u_cog": self.channels()[3],
+                "u_cg": self.channels()[2]}
+
+    def flops(self):
+        return 2 * int(np.prod(self.W.shape)) * int(np.prod(self.spatial_positions()))
+
+
+@register("Conv")
+class Conv(_ConvBase):
+    shader = "conv.glsl"
+
+    def channels(self):
+        co, cg = self.W.shape[:2]
+        return cg * self.group, co, cg, co // self.group
+
+    def conv_weights(self):
+        return self.W
+
+    def spatial_positions(self):
+        return self.output_shape()[1:]
+
+    def output_shape(self):
+        _, h, w = self.x_shape
+        kh, kw = self.W.shape[2:]
+        (sy, sx), (dy, dx), (pt, pl, pb, pr) = self.strides, self.dilations, self.pads
+        return (self.W.shape[0], conv_output_size(h, kh, sy, dy, pt + pb),
+                conv_output_size(w, kw, sx, dx, pl + pr))
+
+
+@register("ConvTranspose")
+class ConvTranspose(_ConvBase):
+    shader = "conv.glsl"
+
+    def defines(self):
+        return super().defines() | {"TRANSPOSED": 1}
+
+    def check(self):
+        self.output_padding = self.attr_ints("output_padding", 2, (0, 0))
+        super().check()
+        for op, s, d in zip(self.output_padding, self.strides, self.dilations):
+            if op >= max(s, d):
+                self.fail(f"output_padding {self.output_padding} must be smaller than stride "
+                          f"{self.strides} or dilation {self.dilations}", UnsupportedOpError)
+
+    def channels(self):
+        ci, cog = self.W.shape[:2]
+        return ci, cog * self.group, ci // self.group, cog
+
+    def spatial_positions(self):
+        return self.x_shape[1:]
+
+    def conv_weights(self):
+        # (Ci, Cog, kh, kw) -> (Co, Cg, kh, kw): output o = g·Cog + j reads W[g·Cg + c, j].
+        ci, co, cg, cog = self.channels()
+        w = self.W.reshape(self.group, cg, cog, *self.W.shape[2:]).transpose(0, 2, 1, 3, 4)
+        return np.ascontiguousarray(w.reshape(co, cg, *self.W.shape[2:]))
+
+    def output_shape(self):
+        _, h, w = self.x_shape
+        kh, kw = self.W.shape[2:]
+        (sy, sx), (dy, dx), (pt, pl, pb, pr) = self.strides, self.dilations, self.pads
+        oy, ox = self.output_padding
+        return (self.channels()[1], (h - 1) * sy - pt - pb + dy * (kh - 1) + oy + 1,
+                (w - 1) * sx - pl - pr + dx * (kw - 1) + ox + 1)

@@ -1,0 +1,54 @@
+"""Add and Mul of two tensors, or of a tensor and a per-channel constant (ONNX broadcasting).
+
+| form                          | second operand                                   |
+|-------------------------------|--------------------------------------------------|
+| tensor ⊕ tensor, same shape   | input 1, (C, H, W)                               |
+| tensor ⊕ tensor, per channel  | input 1, (C, 1, 1) (e.g. squeeze-excitation)     |
+| tensor ⊕ constant             | weight B of shape (), (1,), (C,), (C,1,1), (1,C,1,1) |
+
+Weights: B (optional, as above). An Add whose other input is a Conv's only consumer is
+fused into that conv by `glcnn.passes.fuse_residual_add` and never runs as its own pass.
+"""
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedOpError
+from ..layout import pack_channels
+from .base import Op, register
+
+
+class Binary(Op):
+    shader = "binary.glsl"
+
+    def check(self):
+        c, h, w = self.in_shapes[0]
+        tensors = len(self.node.inputs) - bool(self.node.attrs.get("residual"))
+        if tensors == 2:
+            other = self.in_shapes[1]
+            if other not in ((c, h, w), (c, 1, 1)):
+                self.fail(f"cannot broadcast {other} onto {(c, h, w)}; "
+                          f"supported: same shape or ({c}, 1, 1)", ShapeError)
+            self.mode = "TENSOR" if other == (c, h, w) else "CHANNEL"
+        elif tensors == 1 and "B" in self.node.weights:
+            b = self.weight("B").reshape(-1)
+            if b.size not in (1, c):
+                self.fail(f"constant B has {b.size} values; expected 1 or {c} (per channel)",
+                          UnsupportedOpError)
+            self.constant = np.broadcast_to(b, (c,))
+            self.mode = "CONSTANT"
+        else:
+            self.fail("needs a second tensor input or a constant weight 'B'", UnsupportedOpError)
+
+    @property
+    def samplers(self):
+        return ("u_input", "u_other") if self.mode != "CONSTANT" else ("u_input",)
+
+    def defines(self):
+        return {"OP_" + self.node.op.upper(): 1, "OTHER_" + self.mode: 1}
+
+    def textures(self):
+        return {"u_params": pack_channels(self.constant)} if self.mode == "CONSTANT" else {}
+
+
+for _name in ("Add", "Mul"):
+    register(_name)(Binary)

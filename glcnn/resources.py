@@ -1,0 +1,37 @@
+"""Find the files glcnn ships (shaders, weights) whether installed or run from a checkout."""
+
+from pathlib import Path
+
+from .errors import GlcnnError
+
+_PACKAGE = Path(__file__).resolve().parent
+_KINDS = ("shaders", "weights")
+
+
+def resource_dir(kind: str) -> Path:
+    """Return the directory holding shipped `kind` files ("shaders" or "weights").
+
+    A wheel carries them inside the package (`glcnn/shaders`); a source checkout or an
+    editable install keeps them at the top of the repository (`shaders/`).
+
+    Raises:
+        GlcnnError: if `kind` is unknown or the directory is missing from the install.
+    """
+    if kind not in _KINDS:
+        raise GlcnnError(f"unknown resource kind {kind!r}; expected one of {_KINDS}")
+    for candidate in (_PACKAGE / kind, _PACKAGE.parent / kind):
+        if candidate.is_dir():
+            return candidate
+    raise GlcnnError(f"glcnn's {kind}/ directory is missing next to {_PACKAGE}; reinstall glcnn")
+
+
+def resource_path(kind: str, name: str) -> Path:
+    """Return the path of one shipped file, e.g. `resource_path("shaders", "conv.glsl")`.
+
+    Raises:
+        GlcnnError: if the file does not exist.
+    """
+    path = resource_dir(kind) / name
+    if not path.is_file():
+        raise GlcnnError(f"glcnn resource {kind}/{name} not found in {path.parent}")
+    return path

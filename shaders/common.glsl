@@ -1,0 +1,100 @@
+// common.glsl - prepended to every op shader: tile-grid addressing, the fused epilogue
+// (residual add, activation) and main(). Op shaders only define
+//     vec4 compute(int slice, int y, int x);
+// returning the 4 channels 4*slice..4*slice+3 of output pixel (y, x).
+//
+// Layout of a (C, H, W) tensor (glcnn/layout.py): 4 channels per RGBA texel ("slice"),
+// S = ceil(C/4) tiles of WxH in a grid of cols = ceil(sqrt(S)) columns, row by row.
+// C = 10 -> S = 3 -> 2x2 grid:     +---------+---------+
+//                                | slice 0 | slice 1 |   ch 0-3 | ch 4-7
+//                                +---------+---------+
+//                                | slice 2 |  zeros  |   ch 8,9,0,0
+//                                +---------+---------+
+// Shapes travel as ivec4 (C, H, W, cols).
+//
+// Defines: RESIDUAL (add u_residual before activation); one of ACT_RELU, ACT_LEAKYRELU,
+//          ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID,
+//          ACT_HARDSWISH, ACT_SILU.
+// Uniforms: u_out (output shape), u_act (activation parameters: alpha/beta or min/max).
+// Samplers: u_residual (RESIDUAL), u_slope (ACT_PRELU: 1xS texel row of slopes).
+
+uniform ivec4 u_out;
+uniform vec2 u_act;
+out vec4 frag_color;
+
+// Texel (x, y) of `slice`; zero outside the HxW tile (padding taps are masked, not clamped).
+vec4 fetch(sampler2D t, ivec4 shape, int slice, int y, int x) {
+    bool inside = uint(y) < uint(shape.y) && uint(x) < uint(shape.z);
+    ivec2 tile = ivec2(slice % shape.w, slice / shape.w);
+    ivec2 p = inside ? tile * shape.zy + ivec2(x, y) : ivec2(0);
+    return inside ? texelFetch(t, p, 0) : vec4(0.0);
+}
+
+// One channel of a tensor as a scalar (for ops whose lanes read unrelated channels).
+float fetch_channel(sampler2D t, ivec4 shape, int channel, int y, int x) {
+    int c = min(channel, shape.x - 1);
+    return fetch(t, shape, c / 4, y, x)[c % 4];
+}
+
+// Per-channel parameters: row `row` of a (rows x S) texture made by layout.pack_channels.
+vec4 channel_params(sampler2D t, int slice, int row) {
+    return texelFetch(t, ivec2(slice, row), 0);
+}
+
+#ifdef RESIDUAL
+uniform sampler2D u_residual;
+uniform ivec4 u_residual_shape;
+#endif
+#ifdef ACT_PRELU
+uniform sampler2D u_slope;
+#endif
+
+// exp() overflows to inf for large |x|; these forms stay finite at both ends.
+vec4 sigmoid(vec4 x) { return 1.0 / (1.0 + exp(-x)); }
+vec4 safe_tanh(vec4 x) { return 1.0 - 2.0 / (exp(2.0 * x) + 1.0); }
+
+vec4 activate(vec4 x, int slice) {
+#if defined(ACT_RELU)
+    return max(x, 0.0);
+#elif defined(ACT_LEAKYRELU)
+    return mix(x * u_act.x, x, greaterThanEqual(x, vec4(0.0)));
+#elif defined(ACT_PRELU)
+    return mix(x * channel_params(u_slope, slice, 0), x, greaterThanEqual(x, vec4(0.0)));
+#elif defined(ACT_CLIP)
+    return clamp(x, u_act.x, u_act.y);
+#elif defined(ACT_SIGMOID)
+    return sigmoid(x);
+#elif defined(ACT_TANH)
+    return safe_tanh(x);
+#elif defined(ACT_ELU)
+    return mix(u_act.x * (exp(min(x, 0.0)) - 1.0), x, greaterThan(x, vec4(0.0)));
+#elif defined(ACT_HARDSIGMOID)
+    return clamp(u_act.x * x + u_act.y, 0.0, 1.0);
+#elif defined(ACT_HARDSWISH)
+    return x * clamp(x / 6.0 + 0.5, 0.0, 1.0);
+#elif defined(ACT_SILU)
+    return x * sigmoid(x);
+#else
+    return x;
+#endif
+}
+
+vec4 compute(int slice, int y, int x);
+
+void main() {
+    ivec2 p = ivec2(gl_FragCoord.xy);
+    ivec2 tile = p / u_out.zy;
+    int slice = tile.y * u_out.w + tile.x;
+    if (slice >= (u_out.x + 3) / 4) {
+        frag_color = vec4(0.0);
+        return;
+    }
+    ivec2 q = p - tile * u_out.zy;
+    vec4 v = compute(slice, q.y, q.x);
+#ifdef RESIDUAL
+    v += fetch(u_residual, u_residual_shape, slice, q.y, q.x);
+#endif
+    v = activate(v, slice);
+    // Lanes past C stay zero so a later op may read whole slices without masking.
+    frag_color = mix(vec4(0.0), v, lessThan(ivec4(0, 1, 2, 3) + 4 * slice, ivec4(u_out.x)));
+}
