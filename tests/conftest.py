@@ -1,0 +1,30 @@
+"""Shared fixtures: one headless GL context for the whole run, with GL error checks.
+
+With GLCNN_REQUIRE_GL=1 (set by .ci/run) a missing GL context fails every GL test
+instead of skipping it.
+"""
+
+import os
+
+import pytest
+
+import glcnn
+
+
+@pytest.fixture(scope="session")
+def _session_ctx():
+    try:
+        return glcnn.Context()
+    except glcnn.ContextError as exc:
+        if os.environ.get("GLCNN_REQUIRE_GL") == "1":
+            pytest.fail(f"GLCNN_REQUIRE_GL=1 but no GL context: {exc}")
+        pytest.skip(f"no GL context: {exc}")
+
+
+@pytest.fixture
+def ctx(_session_ctx):
+    """The shared glcnn.Context; fails the test if it leaves a GL error behind."""
+    gl = _session_ctx.gl
+    assert gl.error == "GL_NO_ERROR", "GL error pending before the test"
+    yield _session_ctx
+    assert gl.error == "GL_NO_ERROR", "test left a GL error"
