@@ -43,6 +43,13 @@ class Context:
         self.compiles = 0
         if ctx.version_code < 330:
             raise ContextError(f"glcnn needs OpenGL 3.3; {self.renderer} offers {self.version}")
+        # moderngl re-binds the last used framebuffer after creating a new one; if that one
+        # was released, GL raises INVALID_OPERATION. Parking on this one avoids that.
+        self._parking = ctx.framebuffer(color_attachments=[ctx.texture((1, 1), 4)])
+
+    def park(self) -> None:
+        """Bind glcnn's own 1×1 framebuffer, e.g. before releasing the bound one."""
+        self._parking.use()
 
     @property
     def renderer(self) -> str:

@@ -242,6 +242,7 @@ class Pipeline:
     # --- lifetime and printing -------------------------------------------------------------
     def release(self) -> None:
         """Free every GL object this pipeline created (programs stay in the context cache)."""
+        self.ctx.park()
         for p in self.passes:
             p.vao.release()
             p.fbo.release()

@@ -97,9 +97,9 @@ def save_demo_images(img, out_dir):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--steps", type=int, default=4000)
+    p.add_argument("--steps", type=int, default=5000)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=4e-3)
     p.add_argument("--out", type=Path, default=REPO / "weights" / "autoencoder.npz")
     p.add_argument("--demo-dir", default=str(REPO / "demos" / "data"),
                    help="where to write coffee_128.png / coffee_32.png ('' to skip)")
