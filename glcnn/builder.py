@@ -111,9 +111,9 @@ class Builder:
         attrs = {"starts": [top, left], "ends": [h - bottom, w - right], "axes": [2, 3]}
         return self._add("Slice", [x], name, attrs)
 
-    def build(self, outputs, weights=None) -> Graph:
+    def build(self, outputs, weights=None, meta=None) -> Graph:
         """The Graph producing `outputs`; `weights` (dict or .npz path) as in load_state_dict."""
-        graph = Graph(dict(self.inputs), list(self.nodes), list(outputs))
+        graph = Graph(dict(self.inputs), list(self.nodes), list(outputs), dict(meta or {}))
         graph.validate()
         if weights is not None:
             load_state_dict(graph, weights)

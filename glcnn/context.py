@@ -112,33 +112,35 @@ def _debug() -> int:
         return 0
 
 
+COMMON_LINE_OFFSET = 10000
+
+
 def build_source(shader: str, defines: dict) -> str:
     """Final fragment source: #version, the defines, then common.glsl and the op shader.
 
-    `#line N S` directives make driver messages point at file S (1 = common.glsl,
-    2 = the op shader) and its own line numbers.
+    `#line` directives keep driver messages pointing at real lines: the op shader counts
+    from 1, common.glsl from 10001 (drivers differ in reporting the source-string number
+    of `#line N S`, so the line alone tells the two files apart).
     """
     head = ["#version 330 core"] + [f"#define {k} {int(v)}" for k, v in sorted(defines.items())]
     common = resource_path("shaders", "common.glsl").read_text()
     body = resource_path("shaders", shader).read_text()
-    return "\n".join(head + ["#line 1 1", common, "#line 1 2", body])
+    return "\n".join(head + [f"#line {COMMON_LINE_OFFSET + 1} 1", common, "#line 1 2", body])
 
 
 def excerpt(source: str, message: str, around: int = 2) -> str:
-    """The source lines a driver message points at, as 'file:line | text'."""
-    files = {1: "common.glsl", 2: "op shader"}
-    chunks, current, lines = {}, None, []
+    """The source lines a driver message ("0:49(22): error ...") points at, with file names."""
+    files, current = {"common.glsl": [], "op shader": []}, None
     for text in source.split("\n"):
-        m = re.match(r"#line 1 (\d+)$", text)
-        if m:
-            current = int(m.group(1))
-            chunks[current] = lines = []
+        if text.startswith("#line "):
+            current = "common.glsl" if text.endswith(" 1") else "op shader"
         elif current is not None:
-            lines.append(text)
+            files[current].append(text)
     out = []
-    for file_no, line_no in {(int(f), int(n)) for f, n in _LINE.findall(message)}:
-        lines = chunks.get(file_no, [])
-        for n in range(max(1, line_no - around), min(len(lines), line_no + around) + 1):
-            mark = ">" if n == line_no else " "
-            out.append(f"  {mark} {files.get(file_no, file_no)}:{n} | {lines[n - 1]}")
+    for line in sorted({int(n) for _, n in _LINE.findall(message)}):
+        name = "common.glsl" if line > COMMON_LINE_OFFSET else "op shader"
+        line -= COMMON_LINE_OFFSET if line > COMMON_LINE_OFFSET else 0
+        lines = files[name]
+        for n in range(max(1, line - around), min(len(lines), line + around) + 1):
+            out.append(f"  {'>' if n == line else ' '} {name}:{n} | {lines[n - 1]}")
     return "\n".join(out)

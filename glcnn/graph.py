@@ -46,11 +46,14 @@ class Graph:
         inputs: graph input name -> (C, H, W).
         nodes: nodes, each only reading graph inputs or earlier nodes.
         outputs: names of the tensors the model returns.
+        meta: JSON-able facts for tools, e.g. {"input_range": [0, 1], "output_range": [0, 1]}
+            (how `glcnn run` maps images to tensors and back).
     """
 
     inputs: dict[str, tuple[int, int, int]]
     nodes: list[Node]
     outputs: list[str]
+    meta: dict = field(default_factory=dict)
 
     def node(self, name: str) -> Node:
         for node in self.nodes:

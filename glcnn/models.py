@@ -20,7 +20,7 @@ def autoencoder(size=(32, 32), weights=None) -> Graph:
     h = b.conv(h, 256, 4, stride=2, padding=1, activation="Relu", name="enc2")
     h = b.conv_transpose(h, 64, 4, stride=2, padding=1, activation="Relu", name="dec1")
     y = b.conv_transpose(h, 3, 4, stride=2, padding=1, activation="Sigmoid", name="dec2")
-    return b.build([y], weights)
+    return b.build([y], weights, meta={"input_range": [0, 1], "output_range": [0, 1]})
 
 
 def dcgan_generator(nz: int = 100, ngf: int = 64, nc: int = 3, weights=None,
@@ -37,5 +37,5 @@ def dcgan_generator(nz: int = 100, ngf: int = 64, nc: int = 3, weights=None,
         h = b.activation(h, "Relu", name=f"main.{3 * i + 2}")
     h = b.conv_transpose(h, nc, 4, stride=2, padding=1, bias=False, name="main.12")
     y = b.activation(h, "Tanh", name="main.13")
-    graph = b.build([y], weights)
+    graph = b.build([y], weights, meta={"output_range": [-1, 1]})
     return optimize(graph) if fuse else graph

@@ -18,6 +18,7 @@ from .errors import GlcnnError, ShapeError, TextureSizeError
 from .graph import Graph
 from .layout import Atlas, pack, unpack
 from .ops import Op, build_ops
+from .summary import table
 
 PRECISIONS = {"fp32": "f4", "fp16": "f2"}
 _DTYPE_BYTES = {"f4": 4, "f2": 2}
@@ -265,14 +266,10 @@ class Pipeline:
         return sum(t.width * t.height * 4 * _DTYPE_BYTES[t.dtype] for t in unique.values())
 
     def summary(self) -> str:
-        """A per-layer table: name, op (with fused parts), output shape, params, MFLOPs."""
-        head = f"{'layer':<24} {'op':<24} {'output':<18} {'params':>10} {'MFLOPs':>10}"
-        rows = [op.summary() for op in self.ops]
-        total = sum(op.flops() for op in self.ops) / 1e6
-        foot = (f"{len(self.ops)} passes, {total:.2f} MFLOPs, "
-                f"{self.texture_bytes() / 2**20:.2f} MiB textures, {self.precision}, "
-                f"{self.ctx.renderer}")
-        return "\n".join([head, *rows, foot])
+        """Per-layer table (see glcnn.summary) plus the memory actually allocated."""
+        footer = (f"allocated {self.texture_bytes() / 2**20:.2f} MiB of textures with reuse "
+                  f"on {self.ctx.renderer}")
+        return table(self.ops, self.shapes, self.precision, footer)
 
     def __repr__(self):
         return (f"Pipeline({len(self.passes)} passes, inputs={self.graph.inputs}, "

@@ -18,7 +18,7 @@ FORMAT = "glcnn-graph-1"
 def save(graph: Graph, path) -> None:
     """Write `graph` (structure and weights) to `path` (.npz)."""
     doc = {"format": FORMAT, "inputs": {k: list(v) for k, v in graph.inputs.items()},
-           "outputs": graph.outputs,
+           "outputs": graph.outputs, "meta": graph.meta,
            "nodes": [{"op": n.op, "name": n.name, "inputs": n.inputs, "attrs": n.attrs}
                      for n in graph.nodes]}
     arrays = {f"{n.name}::{k}": np.asarray(v, np.float32)
@@ -48,7 +48,7 @@ def load(path) -> Graph:
         nodes = [Node(n["op"], n["name"], list(n["inputs"]), dict(n.get("attrs", {})))
                  for n in doc["nodes"]]
         graph = Graph({k: tuple(v) for k, v in doc["inputs"].items()}, nodes,
-                      list(doc["outputs"]))
+                      list(doc["outputs"]), dict(doc.get("meta", {})))
     except (ValueError, KeyError, TypeError, AssertionError) as exc:
         raise ModelFileError(f"{path}: malformed glcnn graph ({exc})") from None
     by_name = {n.name: n for n in nodes}

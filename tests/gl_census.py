@@ -1,0 +1,43 @@
+"""Count live GL objects and texture bytes by asking the driver, not glcnn's bookkeeping.
+
+Object names are probed with glIs* through libOpenGL (the context current on this
+thread); texture sizes come from glGetTexLevelParameteriv on each live texture.
+"""
+
+import ctypes
+
+GL_TEXTURE_2D = 0x0DE1
+GL_TEXTURE_WIDTH, GL_TEXTURE_HEIGHT = 0x1000, 0x1001
+GL_TEXTURE_INTERNAL_FORMAT = 0x1003
+BYTES_PER_TEXEL = {0x8814: 16, 0x881A: 8, 0x8058: 4}  # RGBA32F, RGBA16F, RGBA8
+_KINDS = ("Texture", "Framebuffer", "Program", "VertexArray", "Buffer")
+
+_gl = ctypes.CDLL("libOpenGL.so.0")
+for _kind in _KINDS:
+    getattr(_gl, f"glIs{_kind}").restype = ctypes.c_ubyte
+
+
+def census(max_name: int = 4096) -> dict:
+    """{"Texture": n, ..., "texture_bytes": b} for the current context."""
+    counts = {kind: 0 for kind in _KINDS}
+    live_textures = []
+    for name in range(1, max_name):
+        for kind in _KINDS:
+            if getattr(_gl, f"glIs{kind}")(name):
+                counts[kind] += 1
+                if kind == "Texture":
+                    live_textures.append(name)
+    counts["texture_bytes"] = sum(_texture_bytes(n) for n in live_textures)
+    return counts
+
+
+def _texture_bytes(name: int) -> int:
+    _gl.glBindTexture(GL_TEXTURE_2D, name)
+    value = ctypes.c_int()
+    dims = []
+    for pname in (GL_TEXTURE_WIDTH, GL_TEXTURE_HEIGHT, GL_TEXTURE_INTERNAL_FORMAT):
+        _gl.glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, pname, ctypes.byref(value))
+        dims.append(value.value)
+    _gl.glBindTexture(GL_TEXTURE_2D, 0)
+    width, height, fmt = dims
+    return width * height * BYTES_PER_TEXEL.get(fmt, 16)

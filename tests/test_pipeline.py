@@ -1,0 +1,122 @@
+"""Pipeline mechanics: texture reuse, keep, texture(), program cache, inputs, errors."""
+
+import numpy as np
+import pytest
+
+import glcnn
+from glcnn import reference
+from glcnn.builder import Builder
+from glcnn.context import excerpt
+from glcnn.resources import resource_path
+
+
+def _chain(depth=4, c=8, size=6):
+    b = Builder(seed=3)
+    h = b.input("x", (c, size, size))
+    names = []
+    for i in range(depth):
+        h = b.conv(h, c, 3, padding=1, activation="Tanh", name=f"c{i}")
+        names.append(h)
+    return b.build([h]), names
+
+
+def test_live_ranges_share_textures(ctx):
+    graph, names = _chain()
+    with glcnn.Pipeline(graph, ctx) as pipe:
+        distinct = {id(pipe.textures[n]) for n in ["x", *names]}
+        assert len(distinct) == 4  # x, c0 = c2 (c0 is dead once c1 ran), c1, c3 (output)
+        assert pipe.textures["c0"] is pipe.textures["c2"]
+        x = np.random.default_rng(0).standard_normal((8, 6, 6)).astype(np.float32)
+        ref = reference.run(graph, {"x": x})
+        np.testing.assert_allclose(pipe.run(x), ref[names[-1]], atol=1e-5)
+        with pytest.raises(glcnn.GlcnnError, match="keep="):
+            pipe.texture("c0")
+
+
+def test_keep_all_exposes_every_intermediate(ctx):
+    graph, names = _chain()
+    x = np.random.default_rng(1).standard_normal((8, 6, 6)).astype(np.float32)
+    ref = reference.run(graph, {"x": x})
+    with glcnn.Pipeline(graph, ctx, keep="all") as pipe:
+        pipe.run(x, readback=False)
+        for name in names:
+            assert isinstance(pipe.texture(name), type(pipe.texture("x")))
+            np.testing.assert_allclose(pipe.read(name), ref[name], atol=1e-5)
+
+
+def test_programs_compiled_once_and_shared(ctx):
+    graph, _ = _chain(depth=5)
+    before = ctx.compiles
+    with glcnn.Pipeline(graph, ctx) as pipe:
+        new = ctx.compiles - before
+        assert new <= 1  # five identical conv layers -> one program (0 if cached earlier)
+        assert len({id(p.program) for p in pipe.passes}) == 1
+        pipe.run(np.zeros((8, 6, 6), np.float32))
+        assert ctx.compiles - before == new
+
+
+def test_batch_axis_round_trip_and_shape_errors(ctx):
+    graph, _ = _chain(depth=1)
+    with glcnn.Pipeline(graph, ctx) as pipe:
+        assert pipe.run(np.zeros((1, 8, 6, 6), np.float32)).shape == (1, 8, 6, 6)
+        assert pipe.run(np.zeros((8, 6, 6))).shape == (8, 6, 6)
+        with pytest.raises(glcnn.ShapeError, match=r"input 'x' has shape \(8, 6, 7\)"):
+            pipe.run(np.zeros((8, 6, 7), np.float32))
+        with pytest.raises(glcnn.ShapeError, match="unknown"):
+            pipe.run(y=np.zeros((8, 6, 6)))
+
+
+def test_texture_size_limit_names_the_layer(ctx):
+    b = Builder()
+    x = b.input("x", (4, 1, ctx.max_texture_size + 1))
+    graph = b.build([b.activation(x, "Relu", name="wide")])
+    with pytest.raises(glcnn.TextureSizeError, match="'x'"):
+        glcnn.Pipeline(graph, ctx)
+
+
+def test_shader_compile_error_names_file_layer_and_line(ctx):
+    with pytest.raises(glcnn.ShaderCompileError) as info:
+        ctx.program("conv.glsl", {"KH": 1, "KW": 1, "DENSE": 1}, layer="broken")  # no CG
+    err = info.value
+    assert err.path.endswith("conv.glsl") and err.layer == "broken"
+    lines = resource_path("shaders", "conv.glsl").read_text().splitlines()
+    first_use = next(i for i, text in enumerate(lines, 1) if "CG" in text and "for" in text)
+    assert "CG" in err.message and f"> op shader:{first_use} |" in str(err)
+
+
+def test_excerpt_points_at_file_and_line():
+    source = "#version 330 core\n#line 10001 1\na\nb\n#line 1 2\nfirst\nsecond\nthird"
+    text = excerpt(source, "0:2(5): error: something", around=1)
+    assert "> op shader:2 | second" in text and "first" in text and "third" in text
+    assert "> common.glsl:2 | b" in excerpt(source, "0:10002(1): error: x", around=0)
+
+
+def test_precision_name_is_checked(ctx):
+    graph, _ = _chain(depth=1)
+    with pytest.raises(glcnn.GlcnnError, match="precision 'int8'"):
+        glcnn.Pipeline(graph, ctx, precision="int8")
+
+
+def test_wrapping_an_existing_moderngl_context(ctx):
+    wrapped = glcnn.Context(ctx.gl)
+    assert wrapped.gl is ctx.gl and wrapped.max_texture_size >= 4096
+    assert "llvmpipe" in wrapped.renderer or wrapped.renderer
+
+
+def test_other_thread_is_refused(ctx):
+    import threading
+    graph, _ = _chain(depth=1)
+    pipe = glcnn.Pipeline(graph, ctx)
+    errors = []
+    thread = threading.Thread(target=lambda: _capture(errors, pipe.run, np.zeros((8, 6, 6))))
+    thread.start()
+    thread.join()
+    pipe.release()
+    assert errors and isinstance(errors[0], glcnn.ContextError)
+
+
+def _capture(errors, fn, *args):
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - the test inspects it
+        errors.append(exc)
