@@ -1,6 +1,6 @@
 """Shared fixtures: one headless GL context for the whole run, with GL error checks.
 
-With GLCNN_REQUIRE_GL=1 (set by .ci/run) a missing GL context fails every GL test
+With GLCNN_REQUIRE_GL=1 (set by .ci/run) or CI set, a missing GL context fails every GL test
 instead of skipping it.
 """
 
@@ -16,7 +16,7 @@ def _session_ctx():
     try:
         return glcnn.Context()
     except glcnn.ContextError as exc:
-        if os.environ.get("GLCNN_REQUIRE_GL") == "1":
+        if os.environ.get("GLCNN_REQUIRE_GL") == "1" or os.environ.get("CI"):
             pytest.fail(f"GLCNN_REQUIRE_GL=1 but no GL context: {exc}")
         pytest.skip(f"no GL context: {exc}")
 

@@ -14,14 +14,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 REPO = Path(__file__).resolve().parents[1]
 # Natural RGB photos that ship inside the scikit-image wheel (no pooch download needed).
 # ``cat`` is an alias of ``chelsea`` and ``colorwheel`` is synthetic, so both are left out.
-TRAIN_IMAGES = ["astronaut", "chelsea", "rocket", "immunohistochemistry",
-                "hubble_deep_field", "retina", "stereo_motorcycle"]
+TRAIN_IMAGES = [
+    "astronaut",
+    "chelsea",
+    "rocket",
+    "immunohistochemistry",
+    "hubble_deep_field",
+    "retina",
+    "stereo_motorcycle",
+]
 HELDOUT_IMAGE = "coffee"
 PATCH = 32
 
@@ -66,7 +73,7 @@ def sample_batch(pyramid, rng, batch):
         img = pyramid[rng.integers(len(pyramid))][rng.integers(3)]
         y = rng.integers(img.shape[0] - PATCH + 1)
         x = rng.integers(img.shape[1] - PATCH + 1)
-        patch = img[y:y + PATCH, x:x + PATCH]
+        patch = img[y : y + PATCH, x : x + PATCH]
         out[i] = patch[:, ::-1] if rng.random() < 0.5 else patch
     return torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()
 
@@ -101,8 +108,11 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=4e-3)
     p.add_argument("--out", type=Path, default=REPO / "weights" / "autoencoder.npz")
-    p.add_argument("--demo-dir", default=str(REPO / "demos" / "data"),
-                   help="where to write coffee_128.png / coffee_32.png ('' to skip)")
+    p.add_argument(
+        "--demo-dir",
+        default=str(REPO / "demos" / "data"),
+        help="where to write coffee_128.png / coffee_32.png ('' to skip)",
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
@@ -131,8 +141,9 @@ def main():
         sched.step()
         running = loss.item() if running is None else 0.95 * running + 0.05 * loss.item()
         if step % 200 == 0 or step == args.steps:
-            print(f"step {step:5d}  loss {running:.6f}  elapsed {time.time() - t0:6.1f}s",
-                  flush=True)
+            print(
+                f"step {step:5d}  loss {running:.6f}  elapsed {time.time() - t0:6.1f}s", flush=True
+            )
 
     # Held-out evaluation on the full-resolution image (cropped to a multiple of 4).
     held = load_image(HELDOUT_IMAGE)
@@ -140,14 +151,19 @@ def main():
     x = torch.from_numpy(held[:h, :w]).permute(2, 0, 1)[None].contiguous()
     with torch.no_grad():
         y = model.eval()(x)
-        base = F.interpolate(F.avg_pool2d(x, 4), scale_factor=4, mode="bilinear",
-                             align_corners=False)
-    print(f"held-out '{HELDOUT_IMAGE}' {w}x{h}: model PSNR {psnr(y, x):.2f} dB, "
-          f"baseline (4x area down + bilinear up) PSNR {psnr(base, x):.2f} dB")
+        base = F.interpolate(
+            F.avg_pool2d(x, 4), scale_factor=4, mode="bilinear", align_corners=False
+        )
+    print(
+        f"held-out '{HELDOUT_IMAGE}' {w}x{h}: model PSNR {psnr(y, x):.2f} dB, "
+        f"baseline (4x area down + bilinear up) PSNR {psnr(base, x):.2f} dB"
+    )
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(args.out, **{k: v.detach().cpu().numpy().astype(np.float32)
-                          for k, v in model.state_dict().items()})
+    np.savez(
+        args.out,
+        **{k: v.detach().cpu().numpy().astype(np.float32) for k, v in model.state_dict().items()},
+    )
     print(f"saved {args.out} ({args.out.stat().st_size} bytes)")
     if args.demo_dir:
         save_demo_images(held, Path(args.demo_dir))

@@ -1,0 +1,75 @@
+"""The `glcnn` command: run/info on .npy and images, one-line errors with exit status 2."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import glcnn
+from glcnn import models, reference
+
+
+def glcnn_cli(*args):
+    exe = shutil.which("glcnn", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "glcnn.cli"]
+    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def dcgan_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("m") / "dcgan.npz"
+    glcnn.save(models.dcgan_generator(nz=16, ngf=8, fuse=False), path)
+    return path
+
+
+def test_console_script_is_installed():
+    assert shutil.which("glcnn", path=str(Path(sys.executable).parent)), \
+        "the glcnn console script is not installed next to this Python"
+
+
+def test_run_npy_matches_reference(dcgan_file, tmp_path):
+    z = np.random.default_rng(0).standard_normal((1, 16, 1, 1)).astype(np.float32)
+    np.save(tmp_path / "z.npy", z)
+    done = glcnn_cli("run", dcgan_file, tmp_path / "z.npy", "-o", tmp_path / "y.npy")
+    assert done.returncode == 0, done.stderr
+    y = np.load(tmp_path / "y.npy")
+    ref = reference.run(glcnn.load_graph(dcgan_file), {"z": z[0]})["main.13"]
+    assert y.shape == (1, 3, 64, 64) and y.dtype == np.float32
+    np.testing.assert_allclose(y[0], ref, atol=1e-5)
+
+
+def test_run_image_to_image(tmp_path):
+    graph = models.autoencoder(size=(16, 24))
+    glcnn.save(graph, tmp_path / "ae.npz")
+    pixels = np.random.default_rng(1).integers(0, 256, (16, 24, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "in.png")
+    done = glcnn_cli("run", tmp_path / "ae.npz", tmp_path / "in.png", "-o", tmp_path / "out.png")
+    assert done.returncode == 0, done.stderr
+    x = pixels.transpose(2, 0, 1) / 255.0
+    expected = np.round(reference.run(graph, {"image": x})["dec2"] * 255).transpose(1, 2, 0)
+    out = np.asarray(Image.open(tmp_path / "out.png"), np.float64)
+    assert out.shape == (16, 24, 3) and np.abs(out - expected).max() <= 1
+
+
+def test_info_prints_layers_and_totals(dcgan_file):
+    done = glcnn_cli("info", dcgan_file)
+    assert done.returncode == 0, done.stderr
+    assert "main.2" in done.stdout and "ConvTranspose+Relu" in done.stdout
+    assert "MFLOPs" in done.stdout and "MiB textures" in done.stdout
+
+
+@pytest.mark.parametrize("case", ["missing-model", "bad-input-shape", "not-a-model"])
+def test_errors_are_one_line_exit_2(case, dcgan_file, tmp_path):
+    np.save(tmp_path / "wrong.npy", np.zeros((1, 3, 2, 2), np.float32))
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    args = {"missing-model": ("run", tmp_path / "nope.npz", tmp_path / "wrong.npy"),
+            "bad-input-shape": ("run", dcgan_file, tmp_path / "wrong.npy"),
+            "not-a-model": ("info", tmp_path / "junk.npz")}[case]
+    done = glcnn_cli(*args)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("glcnn ") and "error:" in lines[0], done.stderr
