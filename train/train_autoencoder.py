@@ -102,6 +102,15 @@ def save_demo_images(img, out_dir):
     square.resize((32, 32), Image.Resampling.BOX).save(out_dir / "coffee_32.png")
 
 
+def export(model, out, size=(96, 128)):
+    """Save as a glcnn model file (graph + weights) sized for the 128x96 demo image."""
+    import glcnn
+    from glcnn import models
+
+    state = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    glcnn.save(models.autoencoder(size=size, weights=state), out)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--steps", type=int, default=5000)
@@ -160,10 +169,7 @@ def main():
     )
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(
-        args.out,
-        **{k: v.detach().cpu().numpy().astype(np.float32) for k, v in model.state_dict().items()},
-    )
+    export(model, args.out)
     print(f"saved {args.out} ({args.out.stat().st_size} bytes)")
     if args.demo_dir:
         save_demo_images(held, Path(args.demo_dir))
