@@ -134,28 +134,66 @@ def _conv_args(attrs):
         {"group": attrs["group"]} if "group" in attrs else {})
 
 
+# ONNX op type -> f(node, values) giving the op's own result (before any fused epilogue).
+# Adding an op to the reference means adding one decorated function below.
+EVALUATORS = {}
+
+
+def evaluates(*op_types):
+    def wrap(fn):
+        for op_type in op_types:
+            EVALUATORS[op_type] = fn
+        return fn
+    return wrap
+
+
+@evaluates("Conv")
+def _conv_node(node, values):
+    w = node.weights
+    return conv(values[node.inputs[0]], w["W"], w.get("B"), **_conv_args(node.attrs))
+
+
+@evaluates("ConvTranspose")
+def _conv_transpose_node(node, values):
+    w, a = node.weights, node.attrs
+    return conv_transpose(values[node.inputs[0]], w["W"], w.get("B"), **_conv_args(a),
+                          output_padding=tuple(a.get("output_padding", (0, 0))))
+
+
+@evaluates("BatchNormalization")
+def _batchnorm_node(node, values):
+    w = node.weights
+    return batchnorm(values[node.inputs[0]], w["scale"], w["B"], w["mean"], w["var"],
+                     node.attrs.get("epsilon", 1e-5))
+
+
+@evaluates(*ACTIVATIONS)
+def _activation_node(node, values):
+    return activation(node.op, values[node.inputs[0]], node.attrs, node.weights)
+
+
+@evaluates("Add")
+def _add_node(node, values):
+    return values[node.inputs[0]] + _operand(node, values)
+
+
+@evaluates("Mul")
+def _mul_node(node, values):
+    return values[node.inputs[0]] * _operand(node, values)
+
+
+@evaluates("Slice")
+def _slice_node(node, values):
+    a = node.attrs
+    return slice_hw(values[node.inputs[0]], a["starts"], a["ends"], a.get("axes", (2, 3)))
+
+
 def evaluate(node, values):
     """Compute one node from the already computed `values` (name -> float64 array)."""
-    x = values[node.inputs[0]]
-    a, w = node.attrs, node.weights
-    if node.op == "Conv":
-        y = conv(x, w["W"], w.get("B"), **_conv_args(a))
-    elif node.op == "ConvTranspose":
-        y = conv_transpose(x, w["W"], w.get("B"), **_conv_args(a),
-                           output_padding=tuple(a.get("output_padding", (0, 0))))
-    elif node.op == "BatchNormalization":
-        y = batchnorm(x, w["scale"], w["B"], w["mean"], w["var"], a.get("epsilon", 1e-5))
-    elif node.op in ACTIVATIONS:
-        y = activation(node.op, x, a, w)
-    elif node.op == "Add":
-        y = x + _operand(node, values)
-    elif node.op == "Mul":
-        y = x * _operand(node, values)
-    elif node.op == "Slice":
-        y = slice_hw(x, a["starts"], a["ends"], a.get("axes", (2, 3)))
-    else:
+    fn = EVALUATORS.get(node.op)
+    if fn is None:
         raise UnsupportedOpError(f"reference has no op {node.op!r} (layer {node.name!r})")
-    return _epilogue(node, y, values)
+    return _epilogue(node, fn(node, values), values)
 
 
 def _epilogue(node, y, values):
