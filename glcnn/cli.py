@@ -2,6 +2,7 @@
 
     glcnn run  MODEL INPUT [-o OUT] [--precision fp32|fp16]   INPUT/OUT: .npy or image
     glcnn info MODEL [--precision fp32|fp16]
+    glcnn view MODEL [--source synthetic|camera|VIDEO|DIR] [--frames N] [--screenshot F]
 
 Errors print one line on stderr and exit with status 2 (a traceback with GLCNN_DEBUG set).
 """
@@ -29,6 +30,13 @@ def _parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="layers, shapes, params, FLOPs, texture memory")
     info.add_argument("model")
     info.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    view = sub.add_parser("view", help="live window: input | output | a layer | its filters")
+    view.add_argument("model")
+    view.add_argument("--source", default="synthetic",
+                      help="synthetic (default), camera, camera:N, a video file or a folder")
+    view.add_argument("--layer", help="layer shown first (default: the first)")
+    view.add_argument("--frames", type=int, help="render N frames, then exit")
+    view.add_argument("--screenshot", help="save the last frame as this PNG")
     return parser
 
 
@@ -104,11 +112,25 @@ def cmd_info(args) -> None:
     print(table(ops, shapes, args.precision))
 
 
+def cmd_view(args) -> None:
+    from .importers import load_graph
+    from .passes import optimize
+    from .sources import open_source
+    from .viewer import Viewer
+    graph = optimize(load_graph(args.model))
+    _, h, w = next(iter(graph.inputs.values()))
+    viewer = Viewer(graph, open_source(args.source, size=(w, h)), layer=args.layer)
+    try:
+        viewer.run(frames=args.frames, screenshot=args.screenshot)
+    finally:
+        viewer.close()
+
+
 def main(argv=None) -> int:
     """Entry point of the `glcnn` console script; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        {"run": cmd_run, "info": cmd_info}[args.command](args)
+        {"run": cmd_run, "info": cmd_info, "view": cmd_view}[args.command](args)
     except GlcnnError as exc:
         if os.environ.get("GLCNN_DEBUG"):
             raise

@@ -141,16 +141,25 @@ class Pipeline:
         batched = any(np.ndim(v) == 4 for v in feeds.values())
         for name, value in feeds.items():
             self.upload(name, value)
+        self.execute()
+        if not readback:
+            return None
+        outs = {n: self.read(n)[None] if batched else self.read(n) for n in self.graph.outputs}
+        return outs[self.graph.outputs[0]] if len(outs) == 1 else outs
+
+    def execute(self) -> None:
+        """Draw every pass on whatever the input textures hold (no upload, no readback).
+
+        For inputs written on the GPU, e.g. a camera frame pre-processed by the viewer into
+        `texture(input_name)`.
+        """
+        self.ctx.check_thread()
         debug = _debug()
         for p in self.passes:
             start = time.perf_counter() if debug else 0.0
             self._draw(p)
             if debug:
                 self._debug_pass(p, start, debug)
-        if not readback:
-            return None
-        outs = {n: self.read(n)[None] if batched else self.read(n) for n in self.graph.outputs}
-        return outs[self.graph.outputs[0]] if len(outs) == 1 else outs
 
     def _feeds(self, inputs, named) -> dict:
         feeds = dict(named)

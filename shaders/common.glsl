@@ -12,7 +12,8 @@
 //                                +---------+---------+
 // Shapes travel as ivec4 (C, H, W, cols).
 //
-// Defines: RESIDUAL (add u_residual before activation); one of ACT_RELU, ACT_LEAKYRELU,
+// Defines: CUSTOM_MAIN (a display shader with its own main(), no compute());
+//          RESIDUAL (add u_residual before activation); one of ACT_RELU, ACT_LEAKYRELU,
 //          ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID,
 //          ACT_HARDSWISH, ACT_SILU.
 // Uniforms: u_out (output shape), u_act (activation parameters: alpha/beta or min/max).
@@ -79,6 +80,7 @@ vec4 activate(vec4 x, int slice) {
 #endif
 }
 
+#ifndef CUSTOM_MAIN
 vec4 compute(int slice, int y, int x);
 
 void main() {
@@ -98,3 +100,4 @@ void main() {
     // Lanes past C stay zero so a later op may read whole slices without masking.
     frag_color = mix(vec4(0.0), v, lessThan(ivec4(0, 1, 2, 3) + 4 * slice, ivec4(u_out.x)));
 }
+#endif

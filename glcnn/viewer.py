@@ -1,0 +1,257 @@
+"""A glfw window that runs a model on live frames and shows it, with no CPU readback.
+
+Panels, left to right: input | output | one layer's activations (all channels as a
+mosaic, or one channel enlarged) | that layer's filters. The model runs in the window's
+own GL context; every panel is drawn from textures by glcnn.display.
+
+Keys (also printed by `h`):
+  [ / ]  previous / next layer          m  mosaic / single channel
+  up/down  channel                      d  diverging colour map
+  space  pause                          s  save screenshot (glcnn-<n>.png)
+  z  zero channel   i  invert channel   + / -  scale channel ×1.5 / ×0.5
+  u  undo edit      r  reset weights    h  help        esc / q  quit
+"""
+
+import sys
+import time
+
+import moderngl
+import numpy as np
+
+from .bending import BENDABLE, Bender
+from .context import Context
+from .display import Display, mosaic_grid
+from .errors import ContextError
+from .pipeline import Pipeline
+
+PANEL, GAP = 256, 8
+
+
+def _glfw():
+    import glfw
+    if not glfw.init():
+        raise ContextError("glfw could not initialise: no display? Set DISPLAY or run under "
+                           "Xvfb (apt-get install xvfb; xvfb-run glcnn view ...)")
+    return glfw
+
+
+class Viewer:
+    """Open a window running `graph` on frames from `source`.
+
+    Args:
+        graph: the model (its first input receives the frames).
+        source: a frame source from glcnn.sources.
+        layer: the layer shown in the activation and filter panels (default: the first).
+        visible: show the window (False renders offscreen in a hidden window).
+    Raises:
+        ContextError: no display or no OpenGL 3.3.
+    """
+
+    def __init__(self, graph, source, layer=None, visible=True):
+        self.glfw = glfw = _glfw()
+        for hint, value in ((glfw.CONTEXT_VERSION_MAJOR, 3), (glfw.CONTEXT_VERSION_MINOR, 3),
+                            (glfw.OPENGL_PROFILE, glfw.OPENGL_CORE_PROFILE),
+                            (glfw.OPENGL_FORWARD_COMPAT, True), (glfw.VISIBLE, visible),
+                            (glfw.RESIZABLE, False)):
+            glfw.window_hint(hint, value)
+        self.size = (4 * PANEL + 5 * GAP, PANEL + 2 * GAP)
+        self.window = glfw.create_window(*self.size, "glcnn", None, None)
+        if not self.window:
+            raise ContextError("glfw could not open an OpenGL 3.3 core window")
+        glfw.make_context_current(self.window)
+        self.ctx = Context(moderngl.create_context())
+        self.pipe = Pipeline(graph, self.ctx, keep="all")
+        self.display = Display(self.ctx)
+        self.bender = Bender(self.pipe)
+        self.source = source
+        self.input_name, self.input_shape = next(iter(graph.inputs.items()))
+        self.layers = [p.op.node.name for p in self.pipe.passes]
+        self.layer = layer if layer is not None else self.layers[0]
+        if self.layer not in self.layers:
+            raise ContextError(f"no layer {self.layer!r}; layers: {', '.join(self.layers)}")
+        self.mode, self.channel, self.paused, self.diverging = "mosaic", 0, False, False
+        self.frame_tex = self.pbo = None
+        self._setup_preprocess(graph.meta)
+        self.frames, self.model_ms, self.fps = 0, 0.0, 0.0
+        glfw.set_key_callback(self.window, self._on_key)
+        print(f"glcnn view: source {source.name}, {self.ctx.renderer}", file=sys.stderr)
+
+    # --- frames in ---------------------------------------------------------------------
+    def _setup_preprocess(self, meta):
+        gray = {"GRAY": 1} if self.input_shape[0] == 1 else {}
+        self.pre = self.ctx.program("preprocess.glsl", gray, "viewer preprocess")
+        self.pre_vao = self.ctx.gl.vertex_array(self.pre, [])
+        self.pre_fbo = self.ctx.gl.framebuffer(
+            color_attachments=[self.pipe.texture(self.input_name)])
+        c = self.input_shape[0]
+        uniforms = {"u_frame": 0, "u_bgr": int(meta.get("channel_order", "rgb") == "bgr"),
+                    "u_range": tuple(meta.get("input_range", (0, 1))),
+                    "u_mean": tuple((list(meta.get("mean", [0] * c)) + [0] * 4)[:4]),
+                    "u_std": tuple((list(meta.get("std", [1] * c)) + [1] * 4)[:4]),
+                    "u_out": (c, *self.input_shape[1:], 1)}
+        for key, value in uniforms.items():
+            if key in self.pre:
+                self.pre[key].value = value
+
+    def upload(self, frame: np.ndarray):
+        """Upload an RGBA uint8 frame through a pixel buffer and pre-process it on the GPU."""
+        if frame.ndim != 3 or frame.shape[2] != 4 or frame.dtype != np.uint8:
+            raise ContextError(f"source {self.source.name} gave a {frame.dtype} frame of shape "
+                               f"{frame.shape}; expected (H, W, 4) uint8 RGBA")
+        h, w = frame.shape[:2]
+        if self.frame_tex is None or self.frame_tex.size != (w, h):
+            for obj in (self.frame_tex, self.pbo):
+                if obj is not None:
+                    obj.release()
+            self.frame_tex = self.ctx.gl.texture((w, h), 4)
+            self.frame_tex.filter = (moderngl.LINEAR_MIPMAP_LINEAR, moderngl.LINEAR)
+            self.pbo = self.ctx.gl.buffer(reserve=w * h * 4)
+        self.pbo.write(np.ascontiguousarray(frame, np.uint8))
+        self.frame_tex.write(self.pbo)
+        self.frame_tex.build_mipmaps()
+        self.frame_tex.use(0)
+        self.pre_fbo.use()
+        self.pre_vao.render(moderngl.TRIANGLES, vertices=3)
+
+    # --- drawing ---------------------------------------------------------------------------
+    def step(self):
+        """One frame: read, upload, run the model, draw the panels."""
+        start = time.perf_counter()
+        if not self.paused or self.frames == 0:
+            self.upload(self.source.read())
+        t0 = time.perf_counter()
+        self.pipe.execute()
+        self.ctx.gl.finish()
+        self.model_ms = (time.perf_counter() - t0) * 1e3
+        self.draw()
+        self.frames += 1
+        self.fps = 0.9 * self.fps + 0.1 / max(time.perf_counter() - start, 1e-6)
+        self.glfw.set_window_title(
+            self.window, f"glcnn | {self.layer} ({self.mode}"
+            f"{'' if self.mode == 'mosaic' else f' {self.channel}'}) | model "
+            f"{self.model_ms:.1f} ms | {self.fps:.1f} FPS{' | paused' if self.paused else ''}")
+
+    def panels(self) -> list[tuple]:
+        """(rect, texture, shape, mode, extra) for the four panels, in window pixels."""
+        graph = self.pipe.graph
+        out = graph.outputs[0]
+        meta = graph.meta
+        layer_shape = self.pipe.shapes[self.layer]
+        items = [
+            (self.input_name, self.input_shape, "image", meta.get("input_range")),
+            (out, self.pipe.shapes[out], "image", meta.get("output_range")),
+            (self.layer, layer_shape, self.mode, None),
+        ]
+        result = []
+        for i, (name, shape, mode, value_range) in enumerate(items):
+            mode = mode if shape[0] in (1, 3) or mode != "image" else "mosaic"
+            content = _content_size(shape, mode)
+            result.append((panel_rect(i, content), self.pipe.texture(name), shape, mode,
+                           {"value_range": value_range if mode == "image" else None}))
+        filt = self._filters()
+        if filt is not None:
+            tex, shape, dims = filt
+            content = (min(dims[2], 16) * dims[1], min(dims[3], 16) * dims[0])
+            result.append((panel_rect(3, content), tex, shape, "filters", {"filters": dims}))
+        return result
+
+    def _filters(self):
+        p = next(p for p in self.pipe.passes if p.op.node.name == self.layer)
+        if p.op.node.op not in BENDABLE:
+            return None
+        w = p.op.conv_weights()
+        co, cg, kh, kw = w.shape
+        tex = dict(p.weights)["u_weights"]
+        return tex, (4, tex.height, tex.width), (kh, kw, tex.width // kw, co)
+
+    def draw(self):
+        screen = self.ctx.gl.screen
+        screen.use()
+        self.ctx.gl.viewport = (0, 0, *self.size)
+        self.ctx.gl.clear(0.12, 0.12, 0.12)
+        for rect, tex, shape, mode, extra in self.panels():
+            self.display.draw(screen, rect, tex, shape, mode, self.channel,
+                              diverging=self.diverging and mode != "image", **extra)
+
+    # --- loop, screenshot, keys ------------------------------------------------------------
+    def run(self, frames=None, screenshot=None):
+        """Render until the window closes, or `frames` frames; save the last as `screenshot`."""
+        while not self.glfw.window_should_close(self.window):
+            self.step()
+            last = frames is not None and self.frames >= frames
+            if last and screenshot:
+                self.screenshot(screenshot)
+            self.glfw.swap_buffers(self.window)
+            self.glfw.poll_events()
+            if last:
+                break
+
+    def screenshot(self, path):
+        """Save what the window shows now (the back buffer before swap) as PNG."""
+        from PIL import Image
+        data = self.ctx.gl.screen.read(viewport=(0, 0, *self.size), components=3)
+        image = np.frombuffer(data, np.uint8).reshape(self.size[1], self.size[0], 3)[::-1]
+        Image.fromarray(np.ascontiguousarray(image)).save(path)
+        print(f"glcnn view: saved {path}", file=sys.stderr)
+
+    def _on_key(self, window, key, scancode, action, mods):
+        if action not in (self.glfw.PRESS, self.glfw.REPEAT):
+            return
+        name = self.glfw.get_key_name(key, scancode) or ""
+        layer_channels = self.pipe.shapes[self.layer][0]
+        actions = {
+            "[": lambda: self._cycle_layer(-1), "]": lambda: self._cycle_layer(1),
+            "m": lambda: setattr(self, "mode", "channel" if self.mode == "mosaic" else "mosaic"),
+            "d": lambda: setattr(self, "diverging", not self.diverging),
+            "s": lambda: self.screenshot(f"glcnn-{self.frames}.png"),
+            "h": lambda: print(__doc__.split("Keys", 1)[1]),
+            "q": lambda: self.glfw.set_window_should_close(window, True),
+            "z": lambda: self._bend("zero"), "i": lambda: self._bend("invert"),
+            "=": lambda: self._bend("scale", 1.5), "-": lambda: self._bend("scale", 0.5),
+            "u": self.bender.undo, "r": self.bender.reset,
+        }
+        if key == self.glfw.KEY_SPACE:
+            self.paused = not self.paused
+        elif key == self.glfw.KEY_ESCAPE:
+            self.glfw.set_window_should_close(window, True)
+        elif key in (self.glfw.KEY_UP, self.glfw.KEY_DOWN):
+            step = 1 if key == self.glfw.KEY_UP else -1
+            self.channel = (self.channel + step) % layer_channels
+        elif name in actions:
+            actions[name]()
+
+    def _cycle_layer(self, step):
+        self.layer = self.layers[(self.layers.index(self.layer) + step) % len(self.layers)]
+        self.channel = min(self.channel, self.pipe.shapes[self.layer][0] - 1)
+
+    def _bend(self, action, *args):
+        if self.pipe.graph.node(self.layer).op in BENDABLE:
+            getattr(self.bender, action)(self.layer, self.channel, *args)
+
+    def close(self):
+        """Release GL objects, the source and the window."""
+        self.display.release()
+        self.pipe.release()
+        self.source.close()
+        self.glfw.destroy_window(self.window)
+
+
+def panel_rect(index: int, content) -> tuple[int, int, int, int]:
+    """Where panel `index` draws content of (width, height) texels: centred, aspect kept,
+    an integer magnification when it fits (so texels map to whole pixel blocks)."""
+    w, h = content
+    scale = min(PANEL / w, PANEL / h)
+    scale = float(int(scale)) if scale >= 1 else scale
+    rw, rh = max(1, round(w * scale)), max(1, round(h * scale))
+    x0 = GAP + index * (PANEL + GAP) + (PANEL - rw) // 2
+    y0 = GAP + (PANEL - rh) // 2
+    return x0, y0, rw, rh
+
+
+def _content_size(shape, mode) -> tuple[int, int]:
+    c, h, w = shape
+    if mode == "mosaic":
+        cols, rows = mosaic_grid(c)
+        return cols * w, rows * h
+    return w, h
+
