@@ -2,7 +2,8 @@
 // and, with TRANSPOSED, ONNX/PyTorch ConvTranspose as a gather: output (oy, ox) sums the taps
 // whose input row satisfies iy*s - pad + ky*d = oy (exact multiples of the stride only);
 // glcnn/ops/conv.py re-orients its weights to (Co, Cg, kh, kw) so both share one layout.
-// Defines: TRANSPOSED; KH, KW kernel size; CG input channels per group (padded to 4 for DENSE);
+// Defines: TRANSPOSED (with UNIT_DILATION: loop only over taps in the stride phase);
+//          KH, KW kernel size; CG input channels per group (padded to 4 for DENSE);
 //          DENSE (groups made of whole slices: one vec4 fetch feeds a mat4*vec4),
 //          DEPTHWISE (Cg = Co/group = 1: output slice s reads input slice s), or neither
 //          (generic: each output lane gathers its own input channels one by one).
@@ -41,9 +42,17 @@ vec4 compute(int slice, int oy, int ox) {
     vec4 acc = channel_params(u_params, slice, 0);
     ivec4 lanes = 4 * slice + ivec4(0, 1, 2, 3);
     ivec4 group_first = (lanes / u_cog) * u_cg;  // first input channel of each lane's group
-    for (int ky = 0; ky < KH; ++ky) {
+#if defined(TRANSPOSED) && defined(UNIT_DILATION)
+    // Only taps in the output's stride phase reach an input: skip the others outright
+    // (a stride-2 transposed conv would otherwise spend 3/4 of its fetches on zeros).
+    ivec2 first = (ivec2(ox, oy) + u_pad) % u_stride;
+    ivec2 step = u_stride;
+#else
+    ivec2 first = ivec2(0), step = ivec2(1);
+#endif
+    for (int ky = first.y; ky < KH; ky += step.y) {
         int iy = source(oy, ky, u_pad.y, u_stride.y, u_dilation.y);
-        for (int kx = 0; kx < KW; ++kx) {
+        for (int kx = first.x; kx < KW; kx += step.x) {
             int ix = source(ox, kx, u_pad.x, u_stride.x, u_dilation.x);
 #if defined(DENSE)
             for (int c = 0; c < CG; c += 4) {

@@ -34,6 +34,8 @@ class _ConvBase(Op):
         self.strides = self.attr_ints("strides", 2, (1, 1))
         self.dilations = self.attr_ints("dilations", 2, (1, 1))
         self.pads = self.attr_ints("pads", 4, (0, 0, 0, 0))
+        if self.group < 1:  # before channels(), which divides by it
+            self.fail(f"group={self.group} must be ≥ 1", UnsupportedOpError)
         if min(self.strides) < 1 or min(self.dilations) < 1:
             self.fail(f"strides {self.strides} and dilations {self.dilations} must be ≥ 1",
                       UnsupportedOpError)
@@ -52,7 +54,7 @@ class _ConvBase(Op):
 
     def check_weights(self):
         ci, co, cg, cog = self.channels()
-        if self.group < 1 or ci % self.group or co % self.group:
+        if ci % self.group or co % self.group:
             self.fail(f"group={self.group} must divide input channels {ci} and output {co}")
         if ci != self.x_shape[0]:
             self.fail(f"input has {self.x_shape[0]} channels, weight W {self.W.shape} expects {ci}")
@@ -117,7 +119,8 @@ class ConvTranspose(_ConvBase):
     shader = "conv.glsl"
 
     def defines(self):
-        return super().defines() | {"TRANSPOSED": 1}
+        unit = {"UNIT_DILATION": 1} if self.dilations == (1, 1) else {}
+        return super().defines() | {"TRANSPOSED": 1} | unit
 
     def check(self):
         self.output_padding = self.attr_ints("output_padding", 2, (0, 0))
