@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument("--source", default="synthetic",
                       help="synthetic (default), camera, camera:N, a video file or a folder")
     view.add_argument("--layer", help="layer shown first (default: the first)")
+    view.add_argument("--size", type=int, nargs=2, metavar=("W", "H"),
+                      help="run a fully convolutional model at this input size")
     view.add_argument("--frames", type=int, help="render N frames, then exit")
     view.add_argument("--screenshot", help="save the last frame as this PNG")
     return parser
@@ -118,7 +120,10 @@ def cmd_view(args) -> None:
     from .sources import open_source
     from .viewer import Viewer
     graph = optimize(load_graph(args.model))
-    _, h, w = next(iter(graph.inputs.values()))
+    name, (c, h, w) = next(iter(graph.inputs.items()))
+    if args.size:
+        w, h = args.size
+        graph.inputs[name] = (c, h, w)
     viewer = Viewer(graph, open_source(args.source, size=(w, h)), layer=args.layer)
     try:
         viewer.run(frames=args.frames, screenshot=args.screenshot)

@@ -1,0 +1,130 @@
+"""The live viewer under Xvfb (started here): screenshots checked pixel by pixel against numpy.
+
+The window runs in a subprocess (`glcnn view ... --frames N --screenshot F`), as a user
+would run it. Xvfb comes from .ci/run's apt packages; in CI its absence fails the test.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import glcnn
+from glcnn import reference
+from glcnn.display import mosaic_grid
+from glcnn.sources import SyntheticSource
+from glcnn.viewer import GAP, PANEL, panel_rect
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = ROOT / "weights" / "autoencoder.npz"
+WINDOW = (4 * PANEL + 5 * GAP, PANEL + 2 * GAP)
+
+
+@pytest.fixture(scope="module")
+def display():
+    if shutil.which("Xvfb") is None:
+        if os.environ.get("GLCNN_REQUIRE_GL") == "1" or os.environ.get("CI"):
+            pytest.fail("Xvfb is not installed (apt-get install xvfb)")
+        pytest.skip("Xvfb is not installed")
+    read, write = os.pipe()
+    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x720x24",
+                             "-nolisten", "tcp"], pass_fds=[write], stderr=subprocess.DEVNULL)
+    os.close(write)
+    number = os.read(read, 16).decode().strip()
+    yield f":{number}"
+    proc.terminate()
+    proc.wait(10)
+    os.close(read)  # only now: Xvfb fails if the pipe closes while it is still writing
+
+
+def view(display, tmp_path, *args):
+    shot = tmp_path / "shot.png"
+    env = {**os.environ, "DISPLAY": display}
+    cmd = [sys.executable, "-m", "glcnn.cli", "view", str(MODEL), *map(str, args),
+           "--screenshot", str(shot)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    image = np.asarray(Image.open(shot).convert("RGB")).astype(np.int16)
+    assert image.shape == (WINDOW[1], WINDOW[0], 3)
+    return image, done.stderr
+
+
+def panel_pixels(image, rect):
+    """The panel's pixels, top row first, with their (u, v) sample points (v down)."""
+    x0, y0, w, h = rect
+    top = WINDOW[1] - (y0 + h)
+    pixels = image[top:top + h, x0:x0 + w]
+    v, u = np.mgrid[0:h, 0:w]
+    return pixels, (u + 0.5) / w, (v + 0.5) / h
+
+
+def expected_image(t, u, v, lo, hi):
+    """Channels 0-2 of tensor t at (u, v), mapped from [lo, hi] to 0..255."""
+    _, h, w = t.shape
+    ys, xs = (v * h).astype(int), (u * w).astype(int)
+    rgb = t[:3, ys, xs].transpose(1, 2, 0)
+    return np.round(np.clip((rgb - lo) / (hi - lo), 0, 1) * 255)
+
+
+def expected_mosaic(t, u, v, eps=(0.0, 0.0)):
+    """Grey levels of the channel mosaic at (u, v); `eps` nudges samples that fall exactly
+    on a texel edge, where the GPU's float rounding may pick either neighbour."""
+    c, h, w = t.shape
+    cols, rows = mosaic_grid(c)
+    px = np.floor(u * cols * w + eps[0]).astype(int)
+    py = np.floor(v * rows * h + eps[1]).astype(int)
+    ch = (py // h) * cols + px // w
+    valid = ch < c
+    values = t[np.minimum(ch, c - 1), py % h, px % w]
+    lo, hi = t.min(axis=(1, 2))[np.minimum(ch, c - 1)], t.max(axis=(1, 2))[np.minimum(ch, c - 1)]
+    span = hi - lo
+    grey = np.where(span > 1e-20, np.clip((values - lo) / np.where(span > 0, span, 1), 0, 1), 0.5)
+    return np.round(grey * 255), valid
+
+
+def check_frame(image, x):
+    """Input, output and the enc1 activation panels against numpy for input x."""
+    values = reference.run(glcnn.load_graph(MODEL), {"image": x})
+    _, h, w = x.shape
+    pixels, u, v = panel_pixels(image, panel_rect(0, (w, h)))
+    assert np.abs(pixels - expected_image(x, u, v, 0, 1)).max() <= 1
+    pixels, u, v = panel_pixels(image, panel_rect(1, (w, h)))
+    assert np.abs(pixels - expected_image(values["dec2"], u, v, 0, 1)).max() <= 1
+    act = values["enc1"]
+    cols, rows = mosaic_grid(act.shape[0])
+    pixels, u, v = panel_pixels(image, panel_rect(2, (cols * act.shape[2], rows * act.shape[1])))
+    nudges = [(dx, dy) for dx in (-1e-3, 1e-3) for dy in (-1e-3, 1e-3)]
+    diffs = []
+    for eps in nudges:
+        grey, valid = expected_mosaic(act, u, v, eps)
+        diffs.append(np.where(valid, np.abs(pixels[..., 0] - grey), 0))
+    best = np.min(diffs, axis=0)
+    assert best.max() <= 2, (best.max(), np.mean(best > 2))
+    assert np.all(pixels[..., 0] == pixels[..., 1])  # grey
+
+
+def test_synthetic_source_screenshot_matches_numpy(display, tmp_path):
+    image, log = view(display, tmp_path, "--source", "synthetic", "--frames", 3)
+    assert "source synthetic" in log
+    frame = SyntheticSource(128, 96).frame(2)  # the third frame is the last one drawn
+    check_frame(image, frame[..., :3].transpose(2, 0, 1).astype(np.float64) / 255)
+
+
+def test_video_file_source_screenshot_matches_numpy(display, tmp_path):
+    import av  # in the test extra
+    frames = [SyntheticSource(128, 96).frame(10 * i)[..., :3] for i in range(3)]
+    path = tmp_path / "clip.mkv"
+    with av.open(str(path), "w") as container:  # lossless, so decoded frames are exact
+        stream = container.add_stream("ffv1", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 128, 96, "bgr0"
+        for f in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(f, format="rgb24")))
+        container.mux(stream.encode())
+    image, log = view(display, tmp_path, "--source", path, "--frames", 2)
+    assert f"video {path}" in log
+    check_frame(image, frames[1].transpose(2, 0, 1).astype(np.float64) / 255)
