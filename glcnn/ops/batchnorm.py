@@ -11,6 +11,7 @@ ConvTranspose the pass `glcnn.passes.fold_batchnorm` removes it entirely.
 
 import numpy as np
 
+from ..errors import WeightError
 from ..layout import pack_channels
 from .base import Op, register
 
@@ -32,7 +33,7 @@ class BatchNormalization(Op):
             self.weight(key, (c,))
         if np.any(np.asarray(self.node.weights["var"]) + self.node.attrs.get("epsilon", 1e-5)
                   <= 0):
-            self.fail("var + epsilon must be positive")
+            self.fail("var + epsilon must be positive", WeightError)
 
     def textures(self):
         a, b = batchnorm_affine(self.node)

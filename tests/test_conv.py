@@ -1,0 +1,240 @@
+"""Conv and ConvTranspose against glcnn.reference: hypothesis properties, named cases, errors."""
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from helpers import check_op, single_op_graph
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+import glcnn
+from glcnn.graph import Node
+from glcnn.ops import make_op
+
+
+@dataclass(frozen=True)
+class ConvCase:
+    """One Conv/ConvTranspose configuration; `ci`/`co` are input/output channels."""
+
+    op: str
+    ci: int
+    co: int
+    k: tuple = (3, 3)
+    s: tuple = (1, 1)
+    pads: tuple = (0, 0, 0, 0)
+    d: tuple = (1, 1)
+    group: int = 1
+    out_pad: tuple = (0, 0)
+    hw: tuple = (7, 7)
+    bias: bool = True
+
+    @property
+    def in_shape(self):
+        return (self.ci, *self.hw)
+
+    def attrs(self):
+        attrs = {"strides": list(self.s), "pads": list(self.pads), "dilations": list(self.d),
+                 "group": self.group}
+        if self.op == "ConvTranspose":
+            attrs["output_padding"] = list(self.out_pad)
+        return attrs
+
+    def weights(self, seed=0):
+        rng = np.random.default_rng(seed)
+        if self.op == "Conv":
+            shape = (self.co, self.ci // self.group, *self.k)
+        else:
+            shape = (self.ci, self.co // self.group, *self.k)
+        w = {"W": rng.standard_normal(shape).astype(np.float32)}
+        if self.bias:
+            w["B"] = rng.standard_normal(self.co).astype(np.float32)
+        return w
+
+    def make(self):
+        node = Node(self.op, "y", ["x0"], self.attrs(), self.weights())
+        return make_op(node, [self.in_shape])
+
+    def id(self, precision):
+        def pair(v, sep="x"):
+            return str(v[0]) if len(set(v)) == 1 else sep.join(map(str, v))
+        name = "conv" if self.op == "Conv" else "convT"
+        parts = [name, f"c{self.ci}", f"k{pair(self.k)}", f"s{pair(self.s)}",
+                 f"p{pair(self.pads, '_')}"]
+        parts += [f"o{self.co}"] if self.co != self.ci else []
+        parts += [f"g{self.group}"] if self.group != 1 else []
+        parts += [f"d{pair(self.d)}"] if self.d != (1, 1) else []
+        parts += [f"op{pair(self.out_pad)}"] if self.out_pad != (0, 0) else []
+        parts += [f"hw{self.hw[0]}x{self.hw[1]}"] if self.hw != (7, 7) else []
+        parts += [] if self.bias else ["nobias"]
+        return "-".join(parts + [precision])
+
+
+# --- named cases: every shader variant, awkward channel counts, 1×1 images -----------------
+C, T = "Conv", "ConvTranspose"
+NAMED = [
+    (ConvCase(C, 13, 7, s=(2, 2), pads=(1, 1, 1, 1)), "DENSE"),
+    (ConvCase(C, 3, 5, k=(1, 1), hw=(1, 1)), "DENSE"),
+    (ConvCase(C, 5, 3, pads=(1, 1, 1, 1), hw=(1, 1)), "DENSE"),
+    (ConvCase(C, 4, 6, k=(3, 2), s=(2, 1), pads=(0, 1, 2, 0), d=(1, 2), hw=(9, 6)), "DENSE"),
+    (ConvCase(C, 1, 1, k=(5, 5), s=(3, 3), hw=(12, 12), bias=False), "DENSE"),
+    (ConvCase(C, 8, 8, group=2), "DENSE"),
+    (ConvCase(C, 16, 8, group=2, pads=(1, 2, 1, 0)), "DENSE"),
+    (ConvCase(C, 12, 12, group=3, s=(2, 2), hw=(5, 8)), "DENSE"),
+    (ConvCase(C, 16, 16, group=16, pads=(1, 1, 1, 1)), "DEPTHWISE"),
+    (ConvCase(C, 13, 13, k=(5, 5), group=13, pads=(2, 2, 2, 2), d=(2, 2)), "DEPTHWISE"),
+    (ConvCase(C, 6, 9, group=3, s=(2, 2), pads=(1, 0, 0, 1)), "GENERIC"),
+    (ConvCase(C, 4, 8, group=4, pads=(1, 1, 1, 1)), "GENERIC"),
+    (ConvCase(C, 2, 4, k=(1, 3), group=2, hw=(1, 5)), "GENERIC"),
+    (ConvCase(T, 13, 7, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1)), "DENSE"),
+    (ConvCase(T, 8, 16, group=2, s=(2, 2), hw=(4, 5)), "DENSE"),
+    (ConvCase(T, 100, 16, k=(4, 4), hw=(1, 1), bias=False), "DENSE"),
+    (ConvCase(T, 3, 5, k=(2, 3), s=(1, 2), d=(2, 2), out_pad=(1, 1), hw=(1, 1)), "DENSE"),
+    (ConvCase(T, 5, 2, k=(1, 1), hw=(1, 1), bias=False), "DENSE"),
+    (ConvCase(T, 8, 8, group=8, s=(2, 2), pads=(1, 1, 1, 1), out_pad=(1, 1)), "DEPTHWISE"),
+    (ConvCase(T, 6, 9, group=3, s=(3, 3), pads=(0, 1, 1, 0), out_pad=(2, 1)), "GENERIC"),
+    (ConvCase(T, 3, 6, k=(3, 1), group=3, s=(2, 1), hw=(5, 1)), "GENERIC"),
+]
+NAMED_PARAMS = [pytest.param(case, variant, p, id=case.id(p))
+                for case, variant in NAMED for p in ("fp32", "fp16")]
+
+
+@pytest.mark.parametrize(("case", "variant", "precision"), NAMED_PARAMS)
+def test_named_case(ctx, case, variant, precision):
+    assert case.make().variant() == variant, f"{case} should run the {variant} shader"
+    check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(1), precision)
+
+
+# --- hypothesis: random valid configurations --------------------------------------------
+MAX_CHANNELS = 16
+
+
+@st.composite
+def _groups(draw):
+    """(group, channels per group in, channels per group out) of one of four kinds."""
+    kind = draw(st.sampled_from(["single", "depthwise", "generic", "aligned"]))
+    if kind == "single":
+        return 1, draw(st.integers(1, MAX_CHANNELS)), draw(st.integers(1, MAX_CHANNELS))
+    if kind == "depthwise":
+        return draw(st.integers(1, MAX_CHANNELS)), 1, 1
+    group = draw(st.sampled_from([2, 3]))
+    if kind == "generic":
+        per_group = st.integers(1, MAX_CHANNELS // group)
+        return group, draw(per_group), draw(per_group)
+    aligned = st.sampled_from([4, 8] if group == 2 else [4])
+    return group, draw(aligned), draw(aligned)
+
+
+def _pair(low, high):
+    return st.tuples(st.integers(low, high), st.integers(low, high))
+
+
+@st.composite
+def conv_cases(draw, op):
+    group, cg, cog = draw(_groups())
+    k, s, d = draw(_pair(1, 5)), draw(_pair(1, 3)), draw(_pair(1, 2))
+    common = {"ci": cg * group, "co": cog * group, "k": k, "s": s, "d": d, "group": group,
+              "bias": draw(st.booleans())}
+    if op == "Conv":
+        pads = draw(st.tuples(*[st.integers(0, 3)] * 4))
+        hw = tuple(draw(st.integers(max(1, di * (ki - 1) + 1 - pads[a] - pads[a + 2]), 12))
+                   for a, (ki, di) in enumerate(zip(k, d)))
+        return ConvCase(op, pads=pads, hw=hw, **common)
+    hw = draw(_pair(1, 8))
+    out_pad = tuple(draw(st.integers(0, max(si, di) - 1)) for si, di in zip(s, d))
+    begin, end = [], []
+    for a in range(2):  # keep the output non-empty: pads ≤ (in−1)·s + d·(k−1) + out_pad
+        room = (hw[a] - 1) * s[a] + d[a] * (k[a] - 1) + out_pad[a]
+        begin.append(draw(st.integers(0, min(3, room))))
+        end.append(draw(st.integers(0, min(3, room - begin[a]))))
+    return ConvCase(op, pads=(*begin, *end), hw=hw, out_pad=out_pad, **common)
+
+
+def _property(examples):
+    return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _check_case(ctx, case, seed, precision):
+    event(case.make().variant())  # every draw is a valid configuration: this must not raise
+    check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(seed), precision, seed)
+
+
+@_property(100)
+@given(case=conv_cases(C), seed=st.integers(0, 2**16))
+def test_conv_property_fp32(ctx, case, seed):
+    _check_case(ctx, case, seed, "fp32")
+
+
+@_property(100)
+@given(case=conv_cases(T), seed=st.integers(0, 2**16))
+def test_conv_transpose_property_fp32(ctx, case, seed):
+    _check_case(ctx, case, seed, "fp32")
+
+
+@_property(30)
+@given(case=conv_cases(C), seed=st.integers(0, 2**16))
+def test_conv_property_fp16(ctx, case, seed):
+    _check_case(ctx, case, seed, "fp16")
+
+
+@_property(30)
+@given(case=conv_cases(T), seed=st.integers(0, 2**16))
+def test_conv_transpose_property_fp16(ctx, case, seed):
+    _check_case(ctx, case, seed, "fp16")
+
+
+# --- errors: the right GlcnnError subclass, naming the layer ----------------------------------
+def _w(*shape):
+    return np.ones(shape, np.float32)
+
+
+ERRORS = [
+    pytest.param(C, {"group": 2}, {"W": _w(5, 2, 3, 3)}, (4, 6, 6), glcnn.ShapeError,
+                 "group=2 must divide", id="conv-group-not-dividing-output"),
+    pytest.param(T, {"group": 2}, {"W": _w(5, 2, 3, 3)}, (5, 6, 6), glcnn.ShapeError,
+                 "group=2 must divide", id="convT-group-not-dividing-input"),
+    pytest.param(C, {"group": 0}, {"W": _w(4, 3, 3, 3)}, (3, 6, 6), glcnn.UnsupportedOpError,
+                 "group=0", id="conv-group-zero"),
+    pytest.param(T, {"group": 0}, {"W": _w(4, 3, 3, 3)}, (4, 6, 6), glcnn.UnsupportedOpError,
+                 "group=0", id="convT-group-zero"),
+    pytest.param(C, {}, {"W": _w(4, 3, 3, 3)}, (5, 6, 6), glcnn.ShapeError,
+                 "input has 5 channels", id="conv-weight-channel-mismatch"),
+    pytest.param(C, {"group": 2}, {"W": _w(4, 3, 3, 3)}, (5, 6, 6), glcnn.ShapeError,
+                 "input has 5 channels", id="conv-grouped-weight-mismatch"),
+    pytest.param(T, {}, {"W": _w(4, 2, 3, 3)}, (5, 6, 6), glcnn.ShapeError,
+                 "input has 5 channels", id="convT-weight-channel-mismatch"),
+    pytest.param(T, {"strides": [2, 2], "output_padding": [2, 0]}, {"W": _w(4, 2, 3, 3)},
+                 (4, 6, 6), glcnn.UnsupportedOpError, "output_padding", id="convT-outpad-big"),
+    pytest.param(T, {"dilations": [1, 2], "output_padding": [0, 2]}, {"W": _w(4, 2, 3, 3)},
+                 (4, 6, 6), glcnn.UnsupportedOpError, "output_padding", id="convT-outpad-dil"),
+    pytest.param(C, {}, {"W": _w(4, 3, 5, 5)}, (3, 2, 2), glcnn.ShapeError,
+                 "empty output", id="conv-empty-output"),
+    pytest.param(T, {"pads": [1, 0, 1, 0]}, {"W": _w(4, 2, 1, 1)}, (4, 1, 1), glcnn.ShapeError,
+                 "empty output", id="convT-empty-output"),
+    pytest.param(C, {"strides": [0, 1]}, {"W": _w(4, 3, 3, 3)}, (3, 6, 6),
+                 glcnn.UnsupportedOpError, "strides", id="conv-stride-zero"),
+    pytest.param(C, {"pads": [1, 1]}, {"W": _w(4, 3, 3, 3)}, (3, 6, 6),
+                 glcnn.UnsupportedOpError, "pads", id="conv-pads-two-values"),
+    pytest.param(C, {}, {"W": _w(4, 3, 3, 3), "B": _w(3)}, (3, 6, 6), glcnn.WeightError,
+                 "'B'", id="conv-bias-shape"),
+    pytest.param(C, {}, {"W": _w(4, 3, 3)}, (3, 6, 6), glcnn.WeightError, "'W'",
+                 id="conv-weight-3d"),
+    pytest.param(C, {}, {}, (3, 6, 6), glcnn.WeightError, "missing weight 'W'",
+                 id="conv-no-weight"),
+]
+
+
+@pytest.mark.parametrize(("op", "attrs", "weights", "in_shape", "error", "message"), ERRORS)
+def test_invalid_configuration(op, attrs, weights, in_shape, error, message):
+    node = Node(op, "layer_under_test", ["x"], attrs, weights)
+    with pytest.raises(error, match=message) as info:
+        make_op(node, [in_shape])
+    assert f"'layer_under_test' ({op})" in str(info.value)
+
+
+def test_invalid_configuration_fails_pipeline_compile(ctx):
+    graph = single_op_graph(C, {"group": 2}, [(4, 6, 6)], {"W": _w(5, 2, 3, 3)},
+                            name="bad_conv")
+    with pytest.raises(glcnn.ShapeError, match="'bad_conv'"):
+        glcnn.Pipeline(graph, ctx)

@@ -1,0 +1,264 @@
+"""Graph passes: the optimised graph has fewer nodes and the unoptimised graph's results.
+
+Every GPU check runs the *optimised* graph on the GPU and compares it with the reference of
+the *original* graph, so a pass that changes the maths cannot hide behind the reference.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+from helpers import PRECISIONS, assert_close, storable
+
+import glcnn
+from glcnn import passes, reference
+from glcnn.graph import Graph, Node
+
+RNG_SEED = 7
+
+
+def _conv(name, x, ci, co, k=3, group=1, transposed=False, bias=True, seed=0, **attrs):
+    """A Conv (or ConvTranspose) node with random weights; pads default to 'same'-ish."""
+    rng = np.random.default_rng(seed)
+    shape = (ci, co // group, k, k) if transposed else (co, ci // group, k, k)
+    weights = {"W": rng.standard_normal(shape).astype(np.float32) / np.sqrt(ci * k * k / group)}
+    if bias:
+        weights["B"] = rng.standard_normal(co).astype(np.float32)
+    attrs = {"pads": [k // 2] * 4, "group": group} | attrs
+    return Node("ConvTranspose" if transposed else "Conv", name, [x], attrs, weights)
+
+
+def _bn(name, x, c, seed=1):
+    rng = np.random.default_rng(seed)
+    weights = {"scale": rng.uniform(0.5, 2, c), "B": rng.standard_normal(c),
+               "mean": rng.standard_normal(c), "var": rng.uniform(0.1, 2, c)}
+    return Node("BatchNormalization", name, [x], {"epsilon": 1e-3},
+                {k: v.astype(np.float32) for k, v in weights.items()})
+
+
+def _act(name, x, op="Relu", **attrs):
+    return Node(op, name, [x], attrs)
+
+
+def _signature(graph):
+    """Node ops with their fused parts, e.g. ['Conv+Add+Relu', 'Add']."""
+    return [n.op + ("+Add" if n.attrs.get("residual") else "")
+            + (f"+{n.attrs['activation']['op']}" if n.attrs.get("activation") else "")
+            for n in graph.nodes]
+
+
+def _feeds(graph, precision, seed=RNG_SEED):
+    rng = np.random.default_rng(seed)
+    return {k: storable(rng.standard_normal(s), precision) for k, s in graph.inputs.items()}
+
+
+def optimised_matches_original(ctx, graph, precision="fp32", optimise=passes.optimize):
+    """GPU run of optimise(copy of graph) vs reference of `graph`; returns the new graph."""
+    feeds = _feeds(graph, precision)
+    ref = reference.run(graph, feeds)
+    optimised = optimise(copy.deepcopy(graph))
+    optimised.validate()
+    assert optimised.outputs == graph.outputs
+    with glcnn.Pipeline(optimised, ctx, precision=precision) as pipe:
+        assert len(pipe.passes) == len(optimised.nodes)
+        ys = pipe.run(feeds)
+    ys = ys if isinstance(ys, dict) else {graph.outputs[0]: ys}
+    for name in graph.outputs:
+        assert_close(ys[name], ref[name], precision,
+                     f"output {name!r} of {_signature(optimised)} vs original {graph!r}")
+    return optimised
+
+
+# --- fold_batchnorm ---------------------------------------------------------------------------
+FOLDS = [  # (id, ci, co, group, transposed, bias)
+    ("conv", 5, 7, 1, False, True),
+    ("conv-nobias", 5, 7, 1, False, False),
+    ("conv-g3", 6, 9, 3, False, True),
+    ("conv-depthwise", 6, 6, 6, False, True),
+    ("convT", 5, 7, 1, True, True),
+    ("convT-g2", 4, 6, 2, True, False),
+    ("convT-g3", 6, 9, 3, True, True),
+    ("convT-depthwise", 5, 5, 5, True, True),
+]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize(("ci", "co", "group", "transposed", "bias"), [f[1:] for f in FOLDS],
+                         ids=[f[0] for f in FOLDS])
+def test_fold_batchnorm(ctx, ci, co, group, transposed, bias, precision):
+    strides = {"strides": [2, 2]} if transposed else {}
+    graph = Graph({"x": (ci, 6, 5)}, [
+        _conv("conv", "x", ci, co, group=group, transposed=transposed, bias=bias, **strides),
+        _bn("bn", "conv", co)], ["bn"])
+    folded = optimised_matches_original(ctx, graph, precision, passes.fold_batchnorm)
+    assert _signature(folded) == ["ConvTranspose" if transposed else "Conv"]
+    assert folded.nodes[0].name == "bn" and "B" in folded.nodes[0].weights
+
+
+def test_fold_batchnorm_is_exact_in_the_reference():
+    """GL-free: the folded weights give the unfolded result to float32 rounding."""
+    graph = Graph({"x": (6, 5, 5)}, [_conv("c", "x", 6, 9, group=3, transposed=True),
+                                     _bn("bn", "c", 9)], ["bn"])
+    feeds = _feeds(graph, "fp32")
+    folded = passes.fold_batchnorm(copy.deepcopy(graph))
+    np.testing.assert_allclose(reference.run(folded, feeds)["bn"],
+                               reference.run(graph, feeds)["bn"], rtol=1e-5, atol=1e-5)
+
+
+# --- fuse_residual_add ------------------------------------------------------------------------
+def _residual_graph(order):
+    convs = [_conv("conv", "x", 4, 4)]
+    add = Node("Add", "add", ["conv", "x"] if order == "conv-first" else ["x", "conv"])
+    return Graph({"x": (4, 5, 6)}, convs + [add], ["add"])
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("order", ["conv-first", "skip-first"])
+def test_fuse_residual_add(ctx, order, precision):
+    graph = _residual_graph(order)
+    fused = optimised_matches_original(ctx, graph, precision, passes.fuse_residual_add)
+    assert _signature(fused) == ["Conv+Add"]
+    assert fused.nodes[0].inputs == ["x", "x"] and fused.nodes[0].name == "add"
+
+
+def test_fuse_residual_add_of_two_convs_fuses_the_later_one(ctx):
+    graph = Graph({"x": (3, 5, 5)}, [
+        _conv("a", "x", 3, 5, seed=1), _conv("b", "x", 3, 5, seed=2),
+        Node("Add", "sum", ["a", "b"])], ["sum"])
+    fused = optimised_matches_original(ctx, graph)
+    assert _signature(fused) == ["Conv", "Conv+Add"]
+    assert fused.nodes[1].inputs == ["x", "a"]
+
+
+# --- fuse_activations -------------------------------------------------------------------------
+HOSTS = {
+    "Conv": lambda: [_conv("host", "x", 5, 5)],
+    "ConvTranspose": lambda: [_conv("host", "x", 5, 5, transposed=True, strides=[2, 1])],
+    "BatchNormalization": lambda: [_bn("host", "x", 5)],
+    "Add": lambda: [Node("Add", "host", ["x"], {}, {"B": np.arange(5, dtype=np.float32)})],
+    "Mul": lambda: [Node("Mul", "host", ["x", "x"])],
+}
+FUSED_ACTS = [
+    ("LeakyRelu", {"alpha": 0.2}, {}),
+    ("PRelu", {}, {"slope": np.linspace(-1, 1, 5, dtype=np.float32)}),
+    ("Clip", {"min": -0.5, "max": 0.75}, {}),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.6}, {}),
+    ("Elu", {"alpha": 0.5}, {}),
+    ("Silu", {}, {}),
+]
+
+
+@pytest.mark.parametrize(("act", "attrs", "weights"), FUSED_ACTS, ids=[a[0] for a in FUSED_ACTS])
+@pytest.mark.parametrize("host", HOSTS)
+def test_fuse_activation(ctx, host, act, attrs, weights):
+    graph = Graph({"x": (5, 4, 7)}, HOSTS[host]() + [Node(act, "act", ["host"], attrs,
+                                                          dict(weights))], ["act"])
+    fused = optimised_matches_original(ctx, graph, optimise=passes.fuse_activations)
+    assert _signature(fused) == [f"{host}+{act}"]
+    assert fused.nodes[0].attrs["activation"] == {"op": act, **attrs}
+
+
+# --- optimize: whole blocks -------------------------------------------------------------------
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_resnet_block_tail_is_one_pass(ctx, precision):
+    graph = Graph({"x": (6, 7, 5)}, [
+        _conv("conv", "x", 6, 6), _bn("bn", "conv", 6), Node("Add", "add", ["bn", "x"]),
+        _act("relu", "add")], ["relu"])
+    optimised = optimised_matches_original(ctx, graph, precision)
+    assert _signature(optimised) == ["Conv+Add+Relu"]
+    assert optimised.nodes[0].name == "relu"
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_resnet_basic_block_is_two_passes(ctx, precision):
+    graph = Graph({"x": (5, 6, 6)}, [
+        _conv("conv1", "x", 5, 5, seed=1), _bn("bn1", "conv1", 5, seed=2), _act("relu1", "bn1"),
+        _conv("conv2", "relu1", 5, 5, seed=3), _bn("bn2", "conv2", 5, seed=4),
+        Node("Add", "add", ["x", "bn2"]), _act("relu2", "add")], ["relu2"])
+    optimised = optimised_matches_original(ctx, graph, precision)
+    assert _signature(optimised) == ["Conv+Relu", "Conv+Add+Relu"]
+    assert [n.name for n in optimised.nodes] == ["relu1", "relu2"]
+
+
+def test_transposed_decoder_stage_is_one_pass(ctx):
+    graph = Graph({"z": (8, 3, 3)}, [
+        _conv("up", "z", 8, 6, k=4, transposed=True, bias=False, strides=[2, 2],
+              pads=[1, 1, 1, 1]),
+        _bn("bn", "up", 6), _act("relu", "bn")], ["relu"])
+    assert _signature(optimised_matches_original(ctx, graph)) == ["ConvTranspose+Relu"]
+
+
+# --- where fusion must not happen -------------------------------------------------------------
+def _conv_used_twice():
+    return Graph({"x": (4, 5, 5)}, [
+        _conv("conv", "x", 4, 4), _bn("bn", "conv", 4), _act("relu", "conv"),
+        Node("Add", "add", ["bn", "relu"])], ["add"])
+
+
+def _conv_is_output_bn():
+    return Graph({"x": (4, 5, 5)}, [_conv("conv", "x", 4, 4), _bn("bn", "conv", 4)],
+                 ["conv", "bn"])
+
+
+def _conv_is_output_act():
+    return Graph({"x": (4, 5, 5)}, [_conv("conv", "x", 4, 4), _act("relu", "conv")],
+                 ["relu", "conv"])
+
+
+def _conv_is_output_add():
+    return Graph({"x": (4, 5, 5)}, [_conv("conv", "x", 4, 4), Node("Add", "add", ["conv", "x"])],
+                 ["conv", "add"])
+
+
+def _conv_added_to_itself():
+    return Graph({"x": (4, 5, 5)}, [_conv("conv", "x", 4, 4), Node("Add", "add", ["conv", "conv"])],
+                 ["add"])
+
+
+def _broadcast_skip():
+    return Graph({"x": (4, 5, 5), "se": (4, 1, 1)}, [
+        _conv("conv", "x", 4, 4), Node("Add", "add", ["conv", "se"]), _act("relu", "add")],
+        ["relu"])
+
+
+def _skip_computed_after_conv():
+    return Graph({"x": (4, 5, 5)}, [
+        _conv("conv", "x", 4, 4), _act("skip", "x", "Tanh"), Node("Add", "add", ["conv", "skip"])],
+        ["add"])
+
+
+def _activation_before_add():
+    return Graph({"x": (4, 5, 5)}, [
+        _conv("conv", "x", 4, 4), _act("relu", "conv"), Node("Add", "add", ["relu", "x"])],
+        ["add"])
+
+
+def _bn_after_fused_activation():
+    conv = _conv("conv", "x", 4, 4)
+    conv.attrs["activation"] = {"op": "Relu"}
+    return Graph({"x": (4, 5, 5)}, [conv, _bn("bn", "conv", 4)], ["bn"])
+
+
+def _activation_after_slice():
+    crop = Node("Slice", "crop", ["x"], {"starts": [1, 1], "ends": [4, 5]})
+    return Graph({"x": (4, 5, 5)}, [crop, _act("relu", "crop")], ["relu"])
+
+
+UNFUSED = [
+    (_conv_used_twice, ["Conv", "BatchNormalization", "Relu", "Add"]),
+    (_conv_is_output_bn, ["Conv", "BatchNormalization"]),
+    (_conv_is_output_act, ["Conv", "Relu"]),
+    (_conv_is_output_add, ["Conv", "Add"]),
+    (_conv_added_to_itself, ["Conv", "Add"]),
+    (_broadcast_skip, ["Conv", "Add+Relu"]),
+    (_skip_computed_after_conv, ["Conv", "Tanh", "Add"]),
+    (_activation_before_add, ["Conv+Relu", "Add"]),
+    (_bn_after_fused_activation, ["Conv+Relu", "BatchNormalization"]),
+    (_activation_after_slice, ["Slice", "Relu"]),
+]
+
+
+@pytest.mark.parametrize(("make", "expected"), UNFUSED, ids=[u[0].__name__[1:] for u in UNFUSED])
+def test_no_fusion_where_it_would_change_results(ctx, make, expected):
+    optimised = optimised_matches_original(ctx, make())
+    assert _signature(optimised) == expected
