@@ -48,18 +48,8 @@ class Viewer:
     """
 
     def __init__(self, graph, source, layer=None, visible=True):
-        self.glfw = glfw = _glfw()
-        for hint, value in ((glfw.CONTEXT_VERSION_MAJOR, 3), (glfw.CONTEXT_VERSION_MINOR, 3),
-                            (glfw.OPENGL_PROFILE, glfw.OPENGL_CORE_PROFILE),
-                            (glfw.OPENGL_FORWARD_COMPAT, True), (glfw.VISIBLE, visible),
-                            (glfw.RESIZABLE, False)):
-            glfw.window_hint(hint, value)
         self.size = (4 * PANEL + 5 * GAP, PANEL + 2 * GAP)
-        self.window = glfw.create_window(*self.size, "glcnn", None, None)
-        if not self.window:
-            raise ContextError("glfw could not open an OpenGL 3.3 core window")
-        glfw.make_context_current(self.window)
-        self.ctx = Context(moderngl.create_context())
+        self.glfw, self.window, self.ctx = open_window(self.size, "glcnn", visible)
         self.pipe = Pipeline(graph, self.ctx, keep="all")
         self.display = Display(self.ctx)
         self.bender = Bender(self.pipe)
@@ -234,6 +224,27 @@ class Viewer:
         self.pipe.release()
         self.source.close()
         self.glfw.destroy_window(self.window)
+
+
+def open_window(size, title="glcnn", visible=True):
+    """A fixed-size glfw window with an OpenGL 3.3 core context, wrapped as a glcnn.Context.
+
+    Returns:
+        (glfw module, window, Context).
+    Raises:
+        ContextError: no display or no OpenGL 3.3.
+    """
+    glfw = _glfw()
+    for hint, value in ((glfw.CONTEXT_VERSION_MAJOR, 3), (glfw.CONTEXT_VERSION_MINOR, 3),
+                        (glfw.OPENGL_PROFILE, glfw.OPENGL_CORE_PROFILE),
+                        (glfw.OPENGL_FORWARD_COMPAT, True), (glfw.VISIBLE, visible),
+                        (glfw.RESIZABLE, False)):
+        glfw.window_hint(hint, value)
+    window = glfw.create_window(*size, title, None, None)
+    if not window:
+        raise ContextError("glfw could not open an OpenGL 3.3 core window")
+    glfw.make_context_current(window)
+    return glfw, window, Context(moderngl.create_context())
 
 
 def panel_rect(index: int, content) -> tuple[int, int, int, int]:
