@@ -49,10 +49,11 @@ class LatentWalk:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=str(resource_path("weights", "dcgan_shapes.npz")))
+    parser.add_argument("--model", help="default: the shipped weights/dcgan_shapes.npz")
     parser.add_argument("--frames", type=int)
     parser.add_argument("--screenshot")
     args = parser.parse_args()
+    args.model = args.model or resource_path("weights", "dcgan_shapes.npz")
     graph = optimize(load_graph(args.model))
     (z_name, z_shape), out = next(iter(graph.inputs.items())), graph.outputs[0]
     size = (GRID * TILE, GRID * TILE)

@@ -17,6 +17,30 @@ NOTES = {
     "Add": "same shape, (C,1,1) tensor, or per-channel constant; fused into a conv as residual",
     "Mul": "same shape, (C,1,1) tensor, or per-channel constant",
     "Slice": "crop on H/W (Cropping2D), step 1",
+    "GlobalAveragePool": "→ (C,1,1); large planes split into a W pass and an H pass",
+    "GlobalMaxPool": "→ (C,1,1); large planes split into a W pass and an H pass",
+    "ReduceMean": "axes [2,3], [2] or [3]; keepdims=0 only over both (→ vector (C,1,1))",
+    "ReduceMax": "axes [2,3], [2] or [3]; keepdims=0 only over both (→ vector (C,1,1))",
+    "InstanceNormalization": "shifted two-pass statistics; optimize expands it into "
+                             "mean / variance / normalise passes (≤ 64×64 runs unexpanded too)",
+    "InstanceNormMean": "internal: made by glcnn.passes.expand_reductions",
+    "InstanceNormVariance": "internal: made by glcnn.passes.expand_reductions",
+    "InstanceNormApply": "internal: InstanceNormalization's last pass, takes fused activations",
+    "Softmax": "over channels: axis 1 / -3, or -1 on a (C,1,1) vector; max-subtracted; "
+               "many channels: optimize makes it a stats pass and a normalise pass",
+    "SoftmaxStats": "internal: made by glcnn.passes.expand_reductions",
+    "SoftmaxApply": "internal: made by glcnn.passes.expand_reductions",
+    "Flatten": "axis 0 or 1 → vector (C·H·W,1,1) in C order; dropped when already a vector",
+    "Reshape": "to a vector (1,F), (F,), (1,F,1,1) or to the input's own shape",
+    "Gemm": "vector input (K,1,1), constant B and C, transB, alpha, beta; K wraps (50k fine)",
+    "MatMul": "vector input (K,1,1) times a constant (K, N) matrix",
+    "MaxPool": "kernel, stride, dilation, asymmetric pads, ceil_mode, auto_pad",
+    "AveragePool": "as MaxPool, plus count_include_pad (ONNX/PyTorch divisor rule)",
+    "Resize": "H/W by scales or sizes; nearest (4 rounding modes) or bilinear; 6 coordinate modes",
+    "Upsample": "pre-opset-10 Resize: asymmetric coordinates, floor; scales ≥ 1",
+    "Pad": "H/W only; constant, reflect, edge, wrap; negative pads crop",
+    "Concat": "channel axis, 1–8 inputs of any channel counts",
+    "DepthToSpace": "pixel shuffle, DCR (ONNX) and CRD (PyTorch PixelShuffle)",
 }
 
 
@@ -25,8 +49,8 @@ def ops_table() -> str:
     rows = ["| op | shader | module | notes |", "|---|---|---|---|"]
     for name in sorted(REGISTRY):
         cls = REGISTRY[name]
-        note = NOTES.get(name, "own pass, or fused into a preceding Conv, BN, Add or Mul"
-                         if name in ACTIVATION_DEFAULTS else "")
+        note = NOTES.get(name, "own pass, or fused into a preceding Conv, BN, Add, Mul, "
+                         "InstanceNorm or Gemm" if name in ACTIVATION_DEFAULTS else "")
         module = cls.__module__.replace(".", "/") + ".py"
         rows.append(f"| `{name}` | `shaders/{cls.shader}` | `{module}` | {note} |")
     return "\n".join(rows)

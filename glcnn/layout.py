@@ -118,3 +118,45 @@ def pack_channels(*rows: np.ndarray) -> np.ndarray:
     for r, values in enumerate(rows):
         out[r, :c] = values
     return out.reshape(len(rows), s, 4)
+
+
+def pack_matrix(w: np.ndarray) -> np.ndarray:
+    """Lay out a dense layer's (N, K) weights (output n, input k) for 4-wide fetches.
+
+    Output slice s (outputs 4s..4s+3) owns R consecutive texture rows of `row` texels that
+    hold its K inputs in order, one RGBA texel per input k with the 4 outputs in R, G, B, A;
+    K is zero-padded to R·row. Wrapping keeps a VGG-size K (25088) under the texture limit;
+    `row` (a multiple of 4, so an input slice never straddles two rows) makes it near-square::
+
+        x → | k = 0 .. row−1 | ← texel (k mod row, s·R + k div row) = w[4s : 4s+4, k]
+        y   +----------------+
+        ↓   | k = row ..     |   rows 0 .. R−1: output slice 0
+            | ...            |
+            +----------------+
+            | k = 0 .. row−1 |   rows R .. 2R−1: output slice 1
+            ...
+
+    Returns:
+        (S·R, row, 4) float32 with S = ceil(N / 4); R = texture height / S.
+    """
+    n, k = w.shape
+    s = _ceil_div(n, 4)
+    rows, row = matrix_grid(n, k)
+    padded = np.zeros((s * 4, rows * row), np.float32)
+    padded[:n, :k] = w
+    # (S, 4, R, row) -> (S, R, row, 4)
+    tiles = padded.reshape(s, 4, rows, row).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(tiles.reshape(s * rows, row, 4))
+
+
+def matrix_grid(n: int, k: int) -> tuple[int, int]:
+    """(R, row) of `pack_matrix` for an (N, K) matrix: texture rows per output slice, and
+    texels per row."""
+    s, k4 = _ceil_div(n, 4), 4 * _ceil_div(k, 4)
+    side = 4 * _ceil_div(math.isqrt(s * k4), 4)  # width of a square texture
+    rows = _ceil_div(k4, side)
+    return rows, 4 * _ceil_div(_ceil_div(k4, rows), 4)  # as little padding as R rows allow
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)

@@ -63,7 +63,7 @@ class Viewer:
         self.frame_tex = self.pbo = None
         self._setup_preprocess(graph.meta)
         self.frames, self.model_ms, self.fps = 0, 0.0, 0.0
-        glfw.set_key_callback(self.window, self._on_key)
+        self.glfw.set_key_callback(self.window, self._on_key)
         print(f"glcnn view: source {source.name}, {self.ctx.renderer}", file=sys.stderr)
 
     # --- frames in ---------------------------------------------------------------------

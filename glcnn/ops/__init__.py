@@ -3,7 +3,23 @@
 Importing this package imports every op module, which fills `REGISTRY`.
 """
 
-from . import activation, batchnorm, conv, crop, elementwise  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    activation,
+    batchnorm,
+    concat,
+    conv,
+    crop,
+    depth_to_space,
+    elementwise,
+    flatten,
+    gemm,
+    instancenorm,
+    pad,
+    pool,
+    reduce,
+    resize,
+    softmax,
+)
 from .base import REGISTRY, Op, make_op, register
 
 

@@ -1,0 +1,41 @@
+// pad.glsl - ONNX Pad on H and W: y[c, oy, ox] = x'[c, m(oy - top, H'), m(ox - left, W')]
+// where x' is the input after the crop of the negative pads (origin u_crop, size u_extent)
+// and m maps a row/column outside [0, n) back inside by the mode:
+//   CONSTANT: none, y = u_value there;  EDGE: clamp;
+//   REFLECT: mirror about the edge without repeating it (pads < n, checked in pad.py);
+//   WRAP: periodic.
+// Defines: CONSTANT | EDGE | REFLECT | WRAP.
+// Uniforms: u_input_shape, u_pad (left, top) >= 0, u_crop (x, y) >= 0, u_extent (W', H'),
+//           u_value (CONSTANT).
+// Samplers: u_input.
+
+uniform sampler2D u_input;
+uniform ivec4 u_input_shape;
+uniform ivec2 u_pad;
+uniform ivec2 u_crop;
+uniform ivec2 u_extent;
+uniform float u_value;
+
+ivec2 source(ivec2 i, ivec2 n) {
+#if defined(EDGE)
+    return clamp(i, ivec2(0), n - 1);
+#elif defined(REFLECT)
+    i = abs(i);                        // before the start: -i
+    return min(i, 2 * (n - 1) - i);    // past the end: 2(n - 1) - i
+#elif defined(WRAP)
+    return (i + n * (abs(i) / n + 1)) % n;  // % is undefined for negative operands
+#else
+    return i;
+#endif
+}
+
+vec4 compute(int slice, int oy, int ox) {
+    ivec2 i = ivec2(ox, oy) - u_pad;
+#ifdef CONSTANT
+    if (any(lessThan(i, ivec2(0))) || any(greaterThanEqual(i, u_extent))) {
+        return vec4(u_value);
+    }
+#endif
+    ivec2 p = u_crop + source(i, u_extent);
+    return fetch(u_input, u_input_shape, slice, p.y, p.x);
+}

@@ -1,0 +1,118 @@
+"""Pad: the GPU against glcnn.reference, the reference against PyTorch's F.pad and
+onnxruntime (negative pads included), and the attribute values glcnn refuses."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import PRECISIONS, check_op
+from ort_node import run_node
+
+import glcnn
+from glcnn import reference
+from glcnn.graph import Node
+from glcnn.ops import make_op
+
+
+def _pads(top, left, bottom, right):
+    """ONNX 4D pads: [n0, c0, top, left, n1, c1, bottom, right]."""
+    return [0, 0, top, left, 0, 0, bottom, right]
+
+
+# (mode, value, (top, left, bottom, right), input shape)
+CASES = [
+    ("constant", 0.0, (1, 2, 0, 3), (5, 5, 6)),
+    ("constant", 1.5, (2, 0, 1, 1), (13, 3, 4)),
+    ("constant", -2.0, (-1, 2, 2, -2), (3, 5, 6)),
+    ("constant", 0.5, (2, 3, 1, 2), (1, 1, 1)),
+    ("reflect", 0.0, (1, 2, 0, 3), (5, 5, 6)),
+    ("reflect", 0.0, (4, 5, 4, 5), (3, 5, 6)),
+    ("reflect", 0.0, (2, -1, -2, 4), (13, 5, 6)),
+    ("edge", 0.0, (1, 2, 3, 4), (5, 5, 6)),
+    ("edge", 0.0, (2, 3, 1, 2), (3, 1, 1)),
+    ("edge", 0.0, (-2, 1, 3, -3), (1, 5, 7)),
+    ("wrap", 0.0, (1, 2, 0, 3), (5, 5, 6)),
+    ("wrap", 0.0, (6, 0, 7, 13), (3, 5, 6)),
+    ("wrap", 0.0, (1, 5, -1, 0), (13, 5, 6)),
+    ("constant", 0.0, (0, 0, 0, 0), (5, 3, 3)),
+]
+
+
+def _case_id(mode, value, pads, shape):
+    value_part = f"-v{value:g}" if mode == "constant" and value else ""
+    return (f"pad-{mode}{value_part}-c{shape[0]}-hw{shape[1]}x{shape[2]}-"
+            f"p{'_'.join(map(str, pads))}")
+
+
+CASE_IDS = [_case_id(*case) for case in CASES]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize(("mode", "value", "pads", "shape"), CASES, ids=CASE_IDS)
+def test_pad_matches_reference(ctx, mode, value, pads, shape, precision):
+    attrs = {"mode": mode, "pads": _pads(*pads), "value": value}
+    check_op(ctx, "Pad", attrs, [shape], precision=precision)
+
+
+def _reference(x, mode, value, pads):
+    node = Node("Pad", "y", ["x"], {"mode": mode, "pads": _pads(*pads), "value": value})
+    return reference.evaluate(node, {"x": np.asarray(x, np.float64)})
+
+
+@pytest.mark.parametrize(("mode", "value", "pads", "shape"), CASES, ids=CASE_IDS)
+def test_reference_matches_onnxruntime(mode, value, pads, shape):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    constants = [np.array(_pads(*pads), np.int64)]
+    constants += [np.array(value, np.float32)] if mode == "constant" else []
+    expected = run_node("Pad", [x], {"mode": mode}, constants)
+    np.testing.assert_array_equal(_reference(x, mode, value, pads), expected)
+
+
+TORCH_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
+               "wrap": "circular"}
+
+
+
+def _torch_takes(mode, value, pads, shape):
+    """PyTorch crops (negative pads) in constant mode only, and pads less than the size."""
+    (top, left, bottom, right), (_, h, w) = pads, shape
+    return mode == "constant" or (min(pads) >= 0 and max(top, bottom) < h
+                                  and max(left, right) < w)
+
+
+TORCH_CASES = [(case, i) for case, i in zip(CASES, CASE_IDS) if _torch_takes(*case)]
+
+
+@pytest.mark.parametrize(("mode", "value", "pads", "shape"), [c for c, _ in TORCH_CASES],
+                         ids=[i for _, i in TORCH_CASES])
+def test_reference_matches_torch(mode, value, pads, shape):
+    x = np.random.default_rng(1).standard_normal(shape)
+    top, left, bottom, right = pads
+    extra = {"value": value} if mode == "constant" else {}
+    expected = F.pad(torch.from_numpy(x)[None], (left, right, top, bottom), TORCH_MODES[mode],
+                     **extra)[0].numpy()
+    np.testing.assert_array_equal(_reference(x, mode, value, pads), expected)
+
+
+ERRORS = [
+    ({"pads": [0, 1, 0, 0, 0, 0, 0, 0]}, "only H and W", "pad-channels"),
+    ({"pads": [1, 0, 0, 0, 0, 0, 0, 0]}, "only H and W", "pad-batch"),
+    ({"pads": [0, 0, 1, 1, 0, 0, 1, 1], "mode": "symmetric"}, "mode='symmetric'",
+     "mode-symmetric"),
+    ({"pads": [0, 0, 4, 0, 0, 0, 0, 0], "mode": "reflect"}, "smaller than", "reflect-too-far"),
+    ({"pads": [0, 0, 2, 0, 0, 0, -2, 0], "mode": "reflect"}, "smaller than",
+     "reflect-past-the-crop"),
+    ({"pads": [1, 1, 1, 1]}, "must have 8 values", "pads-2d-form"),
+]
+
+
+@pytest.mark.parametrize(("attrs", "message"), [e[:2] for e in ERRORS], ids=[e[2] for e in ERRORS])
+def test_refused_attributes(attrs, message):
+    with pytest.raises(glcnn.UnsupportedOpError, match=message) as info:
+        make_op(Node("Pad", "layer_under_test", ["x"], attrs), [(3, 4, 4)])
+    assert "'layer_under_test'" in str(info.value)
+
+
+def test_cropping_everything_is_a_shape_error():
+    with pytest.raises(glcnn.ShapeError, match="leave nothing"):
+        make_op(Node("Pad", "p", ["x"], {"pads": _pads(-2, 0, -2, 0)}), [(3, 4, 4)])
