@@ -9,7 +9,6 @@ to the synthetic moving pattern (or pass a video file or a folder of images).
 
 import argparse
 import sys
-from pathlib import Path
 
 from glcnn import GlcnnError
 from glcnn.importers import load_graph

@@ -16,7 +16,7 @@ F = np.float64
 
 
 def conv(x, W, B=None, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group=1):
-    """ONNX Conv: y[o] = B[o] + sum_{c in group(o), ky, kx} x_pad[c, oy*s + ky*d, ...] W[o, c, ky, kx].
+    """ONNX Conv: y[o] = B[o] + sum_{c in group(o), ky, kx} x_pad[c, oy*s + ky*d, ...] W[o, c, ..].
 
     pads = (top, left, bottom, right); W is (Co, Ci/group, kh, kw).
     """

@@ -1,9 +1,9 @@
 """run() never allocates: GL object counts and texture bytes stay fixed over 1000 runs."""
 
 import numpy as np
+from gl_census import census
 
 import glcnn
-from gl_census import census
 from glcnn import models
 
 

@@ -167,7 +167,8 @@ class Op:
                 f" {params:>10,} {self.flops() / 1e6:>10.2f}")
 
     def __repr__(self):
-        return f"{type(self).__name__}({self.node.name!r}, {self.in_shapes} -> {self.output_shape()})"
+        name = type(self).__name__
+        return f"{name}({self.node.name!r}, {self.in_shapes} -> {self.output_shape()})"
 
 
 def conv_output_size(size: int, k: int, s: int, d: int, pad: int) -> int:

@@ -15,9 +15,10 @@ ConvTranspose: the adjoint; x[c, iy, ix] reaches y at (iy·sy − pt + ky·dy, .
 | output_padding | (0, 0)    | ConvTranspose only: extra rows/cols at the end |
 
 Weights: W as above, B (Co,) optional. Both ops run `shaders/conv.glsl` (TRANSPOSED for
-the adjoint) with one weight texture layout (layout.pack_filters over (Co, Cg, kh, kw)); the shader variant is chosen by
-channel alignment: DENSE (whole slices of inputs per group, 4 FMAs per fetch),
-DEPTHWISE (one input channel per output channel), or the generic per-lane path.
+the adjoint) with one weight texture layout (layout.pack_filters over (Co, Cg, kh, kw));
+the shader variant is chosen by channel alignment: DENSE (whole slices of inputs per
+group, 4 FMAs per fetch), DEPTHWISE (one input channel per output channel), or the
+generic per-lane path.
 """
 
 import numpy as np

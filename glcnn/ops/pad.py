@@ -62,6 +62,6 @@ class Pad(Op):
         return {self.mode.upper(): 1}
 
     def uniforms(self):
-        (t, l), (h, w) = self.begin, self.extent
-        return {"u_pad": (max(l, 0), max(t, 0)), "u_crop": (max(-l, 0), max(-t, 0)),
+        (top, left), (h, w) = self.begin, self.extent
+        return {"u_pad": (max(left, 0), max(top, 0)), "u_crop": (max(-left, 0), max(-top, 0)),
                 "u_extent": (w, h), "u_value": float(self.node.attrs.get("value", 0.0))}
