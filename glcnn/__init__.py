@@ -6,18 +6,30 @@
     t = model.texture("enc1")            # intermediate moderngl.Texture, no readback
 """
 
-from .context import Context
-from .errors import (ContextError, GlcnnError, GraphError, ModelFileError, ShaderCompileError,
-                     ShapeError, TextureSizeError, UnsupportedOpError, WeightError)
-from .graph import Graph, Node
 from .builder import Builder, load_state_dict
+from .context import Context
+from .errors import (
+    ContextError,
+    GlcnnError,
+    GraphError,
+    ModelFileError,
+    ShaderCompileError,
+    ShapeError,
+    TextureSizeError,
+    UnsupportedOpError,
+    WeightError,
+)
+from .graph import Graph, Node
 from .importers import load_graph
 from .importers.npz import save
 from .pipeline import Pipeline
 
 
 def load(path, ctx=None, precision: str = "fp32", keep=()) -> Pipeline:
-    """Load a model file (.npz native format) and compile it on `ctx` (default: headless EGL).
+    """Load a model file (.onnx, or glcnn's native .npz) and compile it on `ctx`.
+
+    The graph is optimised (BatchNorm folded, activations and residual adds fused) and
+    compiled on `ctx`, by default a new headless EGL context.
 
     Args:
         path: the model file.

@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glcnn", description="Run CNNs in GLSL shaders.")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a model on a .npy array or an image")
-    run.add_argument("model", help="model file (.npz)")
+    run.add_argument("model", help="model file (.onnx or glcnn .npz)")
     run.add_argument("input", help=".npy in the model's layout (NCHW float32) or an image")
     run.add_argument("-o", "--output", help="write the first output (.npy or image)")
     run.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])

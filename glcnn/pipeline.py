@@ -131,7 +131,8 @@ class Pipeline:
                 dict name -> array. Keyword arguments name inputs too.
             readback: False skips the download; results stay in `texture(name)`.
         Returns:
-            The output as float32 numpy (with a leading batch axis if the input had one),
+            The output as float32 numpy (with a leading batch axis if the input had one,
+            in the model file's own shape, e.g. (1, F) for an ONNX classifier),
             a dict name -> array for several outputs, or None without readback.
         Raises:
             ShapeError: an input of the wrong shape, naming the input and both shapes.
@@ -144,8 +145,14 @@ class Pipeline:
         self.execute()
         if not readback:
             return None
-        outs = {n: self.read(n)[None] if batched else self.read(n) for n in self.graph.outputs}
+        outs = {n: self._own_layout(n) if batched else self.read(n) for n in self.graph.outputs}
         return outs[self.graph.outputs[0]] if len(outs) == 1 else outs
+
+    def _own_layout(self, name: str) -> np.ndarray:
+        """Output `name` in the model file's own shape (e.g. ONNX (1, F)), else (1, C, H, W)."""
+        y = self.read(name)
+        own = self.graph.meta.get("onnx_output_shapes", {}).get(name)
+        return y.reshape(own) if own and int(np.prod(own)) == y.size else y[None]
 
     def execute(self) -> None:
         """Draw every pass on whatever the input textures hold (no upload, no readback).
@@ -180,6 +187,9 @@ class Pipeline:
         """Write a (C, H, W) or (1, C, H, W) array into input texture `name`."""
         expected = tuple(self.graph.inputs[name])
         x = np.asarray(value)
+        own = tuple(self.graph.meta.get("onnx_input_shapes", {}).get(name, ()))
+        if own and x.shape == own:  # e.g. an ONNX (1, F) vector input
+            x = x.reshape(expected)
         if x.ndim == 4 and x.shape[0] == 1:
             x = x[0]
         if x.shape != expected:

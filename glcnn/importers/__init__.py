@@ -3,9 +3,9 @@
 from pathlib import Path
 
 from ..errors import ModelFileError
-from . import npz
+from . import npz, onnx
 
-IMPORTERS = {".npz": npz.load}
+IMPORTERS = {".npz": npz.load, ".onnx": onnx.load}
 
 
 def load_graph(path) -> "Graph":  # noqa: F821

@@ -53,7 +53,7 @@ def load(path) -> Graph:
         raise ModelFileError(f"{path}: malformed glcnn graph ({exc})") from None
     by_name = {n.name: n for n in nodes}
     for key, value in arrays.items():
-        layer, _, weight = key.partition("::")
+        layer, _, weight = key.rpartition("::")  # layer names may contain "::" (ONNX)
         if layer not in by_name:
             raise ModelFileError(f"{path}: weight {key!r} belongs to no layer")
         by_name[layer].weights[weight] = value

@@ -1,0 +1,275 @@
+"""ONNX importer: a `.onnx` file (e.g. from `torch.onnx.export`) to a glcnn Graph (no GL).
+
+Steps:
+1. read and sanity-check the protobuf (`ModelFileError` naming the file otherwise);
+2. give a symbolic batch dimension the value 1 and run onnx shape inference;
+3. fold everything computable from initializers and static shapes (`onnx_fold`): the
+   Shape/Gather/Unsqueeze/Concat/Cast/Constant arithmetic PyTorch emits disappears;
+4. check every remaining node has a converter and its glcnn op is registered, raising one
+   `UnsupportedOpError` that lists every unsupported op type with its node names;
+5. convert node by node (`onnx_ops`, `onnx_spatial`): constant inputs become weights
+   (named as the glcnn op expects) or attributes (Clip min/max, Pad pads, Resize
+   scales/sizes, Slice bounds); Identity, Dropout, float Casts and Reshape/Flatten/
+   Squeeze/Unsqueeze that keep the glcnn shape ((1, C, 1, 1) <-> (1, C)) become aliases.
+
+Tensors: 4-D (1, C, H, W) maps to glcnn (C, H, W) and 2-D (1, F) to (F, 1, 1); any other
+rank or a batch > 1 raises `UnsupportedOpError`. Names: graph inputs and outputs keep their
+ONNX names; every other tensor keeps its ONNX name with "::" (the .npz key separator)
+replaced by "_", made unique. `Graph.meta["onnx_output_shapes"]` records the ONNX shape of
+each output, e.g. [1, 1000] for a classifier, so a caller can restore it.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ModelFileError, UnsupportedOpError
+from ..graph import Graph, Node
+from . import onnx_fold, onnx_spatial  # noqa: F401  (onnx_spatial registers converters)
+from .onnx_fold import onnx_module
+
+FLOAT = 1  # onnx.TensorProto.FLOAT
+
+
+def load(path) -> Graph:
+    """Read an ONNX model into a Graph.
+
+    Args:
+        path: a `.onnx` file (external weight files are looked up next to it).
+    Returns:
+        The graph: tensors (C, H, W), batch 1; not yet optimised (glcnn.load runs the passes).
+    Raises:
+        ModelFileError: onnx not installed, not an ONNX file, truncated, missing tensors.
+        UnsupportedOpError: ops, attribute values, ranks, batch sizes or dtypes glcnn
+            cannot run; unsupported op types are all listed in one error.
+    """
+    model = read_model(path)
+    return OnnxImport(model, Path(path).name).run()
+
+
+def read_model(path):
+    """Parse `path` as an ONNX ModelProto and check it holds a graph.
+
+    Raises:
+        ModelFileError: naming the file.
+    """
+    onnx = onnx_module()
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # DecodeError, OSError, external-data errors, ...
+        raise ModelFileError(f"{path}: not a readable ONNX model ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else 'corrupt'})") from None
+    if model.ir_version <= 0 or not model.graph.output:
+        raise ModelFileError(f"{path}: not an ONNX model (no graph outputs; empty, truncated "
+                             "or another format)")
+    return model
+
+
+def _label(node) -> str:
+    return node.name or node.output[0]
+
+
+class OnnxImport:
+    """The state of one conversion; `run()` returns the Graph.
+
+    Converters in `onnx_ops` call `act`, `const`, `shape`, `emit` and `alias`.
+    """
+
+    def __init__(self, model, filename: str):
+        self.model, self.filename = model, filename
+        onnx = onnx_module()
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                          1)
+        self.consts = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+        self.input_names = [i.name for i in model.graph.input if i.name not in self.consts]
+        self.output_names = [o.name for o in model.graph.output]
+        self.nodes: list[Node] = []
+        self.names: dict[str, str] = {n: n for n in self.input_names}  # ONNX -> glcnn tensor
+        self.used = set(self.input_names) | set(self.output_names)
+
+    # --- driver --------------------------------------------------------------------------
+    def run(self) -> Graph:
+        self._check_defined()
+        self._pin_batch()
+        dynamic, self.shapes, self.types = onnx_fold.fold_graph(self.model, self.consts)
+        self._check_supported(dynamic)
+        inputs = {name: self._input_shape(name) for name in self.input_names}
+        from .onnx_ops import convert
+        for node in dynamic:
+            convert(self, node)
+        self._bind_outputs()
+        graph = Graph(inputs, self.nodes, list(self.output_names), self._meta())
+        graph.validate()
+        return graph
+
+    def _check_defined(self):
+        """Every tensor a node reads comes from an input, an initializer or an earlier node.
+
+        Raises:
+            ModelFileError: naming the node and the undefined tensor.
+        """
+        defined = set(self.consts) | {i.name for i in self.model.graph.input}
+        for node in self.model.graph.node:
+            for name in node.input:
+                if name and name not in defined:
+                    raise ModelFileError(
+                        f"{self.filename}: node {_label(node)!r} ({node.op_type}) reads {name!r}, "
+                        "which no graph input, initializer or earlier node defines (a missing "
+                        "initializer, or nodes out of order)")
+            defined.update(node.output)
+
+    def _pin_batch(self):
+        """A symbolic or zero leading dimension of a graph input becomes 1 (batch 1)."""
+        for info in self.model.graph.input:
+            dims = info.type.tensor_type.shape.dim
+            if info.name in self.input_names and dims and not dims[0].dim_value:
+                dims[0].dim_value = 1
+
+    def _check_supported(self, dynamic):
+        from .onnx_ops import supported_op_types
+        supported = supported_op_types()
+        missing: dict[str, list[str]] = {}
+        for node in dynamic:
+            default_domain = node.domain in ("", "ai.onnx")
+            if not default_domain or node.op_type not in supported:
+                kind = node.op_type if default_domain else f"{node.domain}.{node.op_type}"
+                missing.setdefault(kind, []).append(_label(node))
+        if missing:
+            listed = "; ".join(f"{op} (nodes: {', '.join(names)})"
+                               for op, names in sorted(missing.items()))
+            raise UnsupportedOpError(f"{self.filename}: {len(missing)} unsupported ONNX op "
+                                     f"type(s): {listed}. Supported: "
+                                     f"{', '.join(sorted(supported))}")
+
+    def _input_shape(self, name) -> tuple[int, int, int]:
+        if name not in self.types:
+            raise UnsupportedOpError(f"{self.filename}: input {name!r} is not a tensor "
+                                     "(a sequence, map or optional); glcnn takes float32 tensors")
+        if self.types[name] != FLOAT:
+            raise UnsupportedOpError(f"{self.filename}: input {name!r} has ONNX element type "
+                                     f"{_type_name(self.types[name])}; glcnn takes float32 inputs")
+        dims = self.shapes.get(name)
+        if dims is None or None in dims:
+            raise UnsupportedOpError(f"{self.filename}: input {name!r} has a dynamic shape "
+                                     f"{_dims(dims)}; glcnn needs static C, H, W (re-export "
+                                     "with a fixed input size)")
+        return self.glcnn_shape(name, f"input {name!r}")
+
+    def glcnn_shape(self, name, what) -> tuple[int, int, int]:
+        """(C, H, W) of ONNX tensor `name`: (1, C, H, W) -> (C, H, W), (1, F) -> (F, 1, 1).
+
+        Raises:
+            UnsupportedOpError: another rank or batch, naming `what`.
+        """
+        dims = self.shapes.get(name)
+        if self.is_static(name) and len(dims) in (2, 4) and dims[0] == 1:
+            return tuple(dims[1:]) + (1,) * (4 - len(dims))
+        reason = "not inferred" if not self.is_static(name) else \
+            f"batch size {dims[0]}" if len(dims) in (2, 4) else f"rank {len(dims)}"
+        raise UnsupportedOpError(f"{self.filename}: {what} has shape {_dims(dims)} ({reason}); "
+                                 "glcnn runs 4-D (1, C, H, W) and 2-D (1, F) tensors, batch 1")
+
+    def _bind_outputs(self):
+        """Make every graph output a glcnn tensor of the same name."""
+        for out in self.output_names:
+            source = self.names.get(out)
+            if source is None:
+                raise UnsupportedOpError(f"{self.filename}: output {out!r} is a constant "
+                                         "(computed from initializers only); glcnn outputs must "
+                                         "depend on a graph input")
+            if source == out:
+                continue
+            producer = next((n for n in self.nodes if n.name == source), None)
+            if producer is not None and source not in self.output_names:
+                self._rename(source, out)
+            else:  # a graph input or another output: copy it (x·1 is exact)
+                self.nodes.append(Node("Mul", out, [source], {}, {"B": np.ones(1, np.float32)}))
+            self.names[out] = out
+
+    def _rename(self, old, new):
+        for node in self.nodes:
+            node.name = new if node.name == old else node.name
+            node.inputs = [new if t == old else t for t in node.inputs]
+        self.names = {k: new if v == old else v for k, v in self.names.items()}
+
+    def _meta(self) -> dict:
+        """ONNX shapes of the inputs and outputs, e.g. [1, 1000] for a classifier's output,
+        which glcnn holds as (1000, 1, 1)."""
+        def shapes(names):
+            return {n: [int(d) for d in self.shapes[n]] for n in names if self.is_static(n)}
+        return {"source": "onnx", "layout": "NCHW",
+                "onnx_input_shapes": shapes(self.input_names),
+                "onnx_output_shapes": shapes(self.output_names)}
+
+    # --- what converters use ---------------------------------------------------------------
+    def const(self, name):
+        """The constant value of ONNX tensor `name`, or None for activations and ""."""
+        return self.consts.get(name) if name else None
+
+    def act(self, node, index: int) -> str:
+        """The glcnn tensor read by input `index` of `node`, which must be an activation.
+
+        Raises:
+            UnsupportedOpError: the input is a constant where glcnn needs a tensor.
+            ModelFileError: the input is defined nowhere (e.g. a missing initializer).
+        """
+        name = node.input[index]
+        if name in self.names:
+            return self.names[name]
+        if name in self.consts:
+            raise UnsupportedOpError(self.where(node, f"input {index} ({name!r}) is a constant; "
+                                                      "glcnn needs an activation there"))
+        raise ModelFileError(f"{self.filename}: node {_label(node)!r} ({node.op_type}) reads "
+                             f"{name!r}, which no node, graph input or initializer defines")
+
+    def shape(self, name) -> tuple:
+        """The static ONNX dims of tensor `name` (activation or constant), or ()."""
+        if name in self.consts:
+            return tuple(self.consts[name].shape)
+        return tuple(self.shapes.get(name) or ())
+
+    def is_static(self, name) -> bool:
+        """Whether shape inference gave tensor `name` a fully known shape."""
+        return name in self.shapes and None not in self.shapes[name]
+
+    def output_of(self, node) -> str:
+        return f"output {node.output[0]!r} of node {_label(node)!r} ({node.op_type})"
+
+    def where(self, node, message: str) -> str:
+        return f"{self.filename}: node {_label(node)!r} ({node.op_type}): {message}"
+
+    def emit(self, node, op: str, inputs: list[str], attrs=None, weights=None,
+             suffix: str = "") -> str:
+        """Append a glcnn node for ONNX `node` (output 0, or a helper named with `suffix`);
+        weights that are None (absent optional inputs) are left out. Returns its name."""
+        out = node.output[0]
+        if self.is_static(out):  # unknown shapes are left to the glcnn op's own checks
+            self.glcnn_shape(out, self.output_of(node))
+        name = self._unique(out + suffix) if suffix or out not in self.output_names else out
+        weights = {k: np.asarray(v, np.float32) for k, v in (weights or {}).items()
+                   if v is not None}
+        self.nodes.append(Node(op, name, list(inputs), dict(attrs or {}), weights))
+        if not suffix:
+            self.names[out] = name
+        return name
+
+    def alias(self, node, source: str) -> None:
+        """ONNX output 0 of `node` is the glcnn tensor `source` (no op runs)."""
+        self.names[node.output[0]] = source
+
+    def _unique(self, name: str) -> str:
+        base = name.replace("::", "_") or "t"
+        name, i = base, 1
+        while name in self.used:
+            name, i = f"{base}_{i}", i + 1
+        self.used.add(name)
+        return name
+
+
+def _dims(dims) -> str:
+    return "unknown" if dims is None else "[" + ", ".join("?" if d is None else str(d)
+                                                          for d in dims) + "]"
+
+
+def _type_name(elem_type: int) -> str:
+    return onnx_module().TensorProto.DataType.Name(elem_type)

@@ -1,0 +1,166 @@
+"""Static facts about an ONNX graph for the importer: attributes, shapes, constant folding.
+
+PyTorch exports compute shapes at run time (Shape → Gather → Unsqueeze → Concat → Reshape,
+Constant, Cast, ...). With a static input shape all of that is constant, so the importer
+evaluates it here once, with onnx's own reference implementation, and the glcnn graph only
+keeps ops that touch activations. GL-free; needs the `onnx` package.
+"""
+
+import numpy as np
+
+from ..errors import ModelFileError, UnsupportedOpError
+
+# Ops whose output is not a function of their inputs: never folded.
+RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+              "Multinomial", "Bernoulli"}
+
+
+def onnx_module():
+    """The `onnx` package, imported on first use.
+
+    Raises:
+        ModelFileError: onnx is not installed.
+    """
+    try:
+        import onnx
+    except ImportError:
+        raise ModelFileError("reading .onnx files needs the onnx package: pip install onnx "
+                             "(or pip install 'glcnn[onnx]')") from None
+    return onnx
+
+
+def attributes(node) -> dict:
+    """The node's attributes as plain Python values (str for strings, ndarray for tensors)."""
+    onnx = onnx_module()
+    out = {}
+    for attr in node.attribute:
+        value = onnx.helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode()
+        elif isinstance(value, onnx.TensorProto):
+            value = onnx.numpy_helper.to_array(value)
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode() for v in value]
+        out[attr.name] = value
+    return out
+
+
+def infer(model) -> tuple[dict[str, tuple], dict[str, int]]:
+    """Run onnx shape inference.
+
+    Returns:
+        (tensor name -> dims (int, or None where unknown),
+         tensor name -> ONNX element type such as TensorProto.FLOAT).
+    Raises:
+        ModelFileError: shape inference found the model inconsistent.
+    """
+    onnx = onnx_module()
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception as exc:  # InferenceError, ValidationError, RuntimeError
+        raise ModelFileError(f"ONNX shape inference failed: {exc}") from None
+    graph = inferred.graph
+    shapes, types = {}, {}
+    for info in list(graph.value_info) + list(graph.input) + list(graph.output):
+        if not info.type.HasField("tensor_type"):
+            continue
+        types[info.name] = info.type.tensor_type.elem_type
+        if info.type.tensor_type.HasField("shape"):
+            shapes[info.name] = tuple(d.dim_value if d.HasField("dim_value") else None
+                                      for d in info.type.tensor_type.shape.dim)
+    return shapes, types
+
+
+class Folder:
+    """Evaluates nodes whose inputs are all known, keeping every constant tensor by name.
+
+    Args:
+        consts: tensor name -> array, initially the initializers.
+        shapes: static shapes of activations (for Shape / Size of an activation).
+        opsets: the model's opset imports, so each node folds with its own version.
+    """
+
+    def __init__(self, consts: dict, shapes: dict, opsets):
+        self.consts, self.shapes, self.opsets = consts, shapes, list(opsets)
+
+    def fold(self, node) -> bool:
+        """Compute `node` into `consts` if it is constant; returns whether it was."""
+        if node.op_type in ("Shape", "Size") and node.input[0] not in self.consts:
+            return self._fold_shape(node)
+        if node.op_type in RANDOM_OPS or any(a.HasField("g") or a.graphs for a in node.attribute):
+            return False
+        if not all(name in self.consts for name in node.input if name):
+            return False
+        outputs = [name for name in node.output if name]
+        for name, value in zip(outputs, self._evaluate(node, outputs)):
+            self.consts[name] = np.asarray(value)
+        return True
+
+    def _fold_shape(self, node) -> bool:
+        dims = self.shapes.get(node.input[0])
+        if dims is None or None in dims:
+            return False
+        if node.op_type == "Size":
+            self.consts[node.output[0]] = np.array(int(np.prod(dims)), np.int64)
+            return True
+        a = attributes(node)
+        start, end = a.get("start", 0), a.get("end", len(dims))
+        self.consts[node.output[0]] = np.array(dims[start:end], np.int64)
+        return True
+
+    def _evaluate(self, node, outputs) -> list:
+        onnx = onnx_module()
+        from onnx.reference import ReferenceEvaluator
+        h = onnx.helper
+        typeless = onnx.TypeProto()
+        graph = h.make_graph([node], "fold",
+                             [h.make_value_info(n, typeless) for n in node.input if n],
+                             [h.make_value_info(n, typeless) for n in outputs])
+        model = h.make_model(graph, opset_imports=self.opsets)
+        feeds = {n: self.consts[n] for n in node.input if n}
+        try:
+            return ReferenceEvaluator(model).run(None, feeds)
+        except Exception as exc:  # the reference implementation raises anything
+            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): cannot evaluate it "
+                                     f"on its constant inputs ({exc})") from None
+
+
+def fold_graph(model, consts: dict, rounds: int = 8) -> tuple[list, dict, dict]:
+    """Fold every constant node of `model`, re-running shape inference while folded
+    values (e.g. Pad's pads, computed by a chain onnx's data propagation cannot follow)
+    can reveal shapes still unknown.
+
+    Args:
+        model: the ModelProto (inputs with a static shape).
+        consts: tensor name -> array; initializers in, every folded tensor added.
+    Returns:
+        (nodes left to convert, tensor name -> dims, tensor name -> element type).
+    """
+    nodes = list(model.graph.node)
+    shapes, types = infer(model)
+    for _ in range(rounds):
+        folder = Folder(consts, shapes, model.opset_import)
+        left = [node for node in nodes if not folder.fold(node)]
+        folded, nodes = len(left) < len(nodes), left
+        if not folded or all(_static(shapes, name) for n in nodes for name in n.output if name):
+            break
+        shapes, types = infer(_with_constants(model, nodes, consts))
+    return nodes, shapes, types
+
+
+def _static(shapes: dict, name: str) -> bool:
+    return name in shapes and None not in shapes[name]
+
+
+def _with_constants(model, nodes: list, consts: dict):
+    """A copy of `model` running only `nodes`, with folded tensors they read as initializers."""
+    onnx = onnx_module()
+    known = {t.name for t in model.graph.initializer}
+    read = {name for node in nodes for name in node.input}
+    extra = [onnx.numpy_helper.from_array(np.asarray(consts[name]), name)
+             for name in sorted(read & set(consts) - known)]
+    graph = onnx.helper.make_graph(nodes, model.graph.name, list(model.graph.input),
+                                   list(model.graph.output),
+                                   list(model.graph.initializer) + extra)
+    return onnx.helper.make_model(graph, opset_imports=list(model.opset_import),
+                                  ir_version=model.ir_version)
