@@ -23,6 +23,7 @@ from .graph import Graph, Node
 from .importers import load_graph
 from .importers.npz import save
 from .pipeline import Pipeline
+from .precision import calibrate
 
 
 def load(path, ctx=None, precision: str = "fp32", keep=()) -> Pipeline:
@@ -43,7 +44,7 @@ def load(path, ctx=None, precision: str = "fp32", keep=()) -> Pipeline:
 __version__ = "0.1.0"
 
 __all__ = [
-    "Builder", "load", "load_graph", "load_state_dict", "save",
+    "Builder", "calibrate", "load", "load_graph", "load_state_dict", "save",
     "Context", "ContextError", "GlcnnError", "Graph", "GraphError", "ModelFileError", "Node",
     "Pipeline", "ShaderCompileError", "ShapeError", "TextureSizeError", "UnsupportedOpError",
     "WeightError",

@@ -3,8 +3,12 @@
     glcnn run  MODEL INPUT [-o OUT] [--precision fp32|fp16]   INPUT/OUT: .npy or image
     glcnn info MODEL [--precision fp32|fp16]
     glcnn view MODEL [--source synthetic|camera|VIDEO|DIR] [--frames N] [--screenshot F]
+    glcnn diff MODEL INPUT [--against onnxruntime|numpy|tfjs-outputs DIR]
+                           [--precision fp32|fp16|u8] [--png DIR]
 
 Errors print one line on stderr and exit with status 2 (a traceback with GLCNN_DEBUG set).
+`glcnn diff` exits with 0 when every layer is within the precision's tolerance and 1 when
+a layer diverged (so scripts and CI can gate on it).
 """
 
 import argparse
@@ -15,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from .errors import GlcnnError, ShapeError
-
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+from .images import IMAGE_SUFFIXES, read_image, read_npy
+from .precision import TOLERANCE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("model", help="model file (.onnx or glcnn .npz)")
     run.add_argument("input", help=".npy in the model's layout (NCHW float32) or an image")
     run.add_argument("-o", "--output", help="write the first output (.npy or image)")
-    run.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    run.add_argument("--precision", default="fp32", choices=list(TOLERANCE),
+                     help="u8 uses the model's calibrated ranges, or calibrates on INPUT")
     info = sub.add_parser("info", help="layers, shapes, params, FLOPs, texture memory")
     info.add_argument("model")
     info.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
@@ -39,39 +44,43 @@ def _parser() -> argparse.ArgumentParser:
                       help="run a fully convolutional model at this input size")
     view.add_argument("--frames", type=int, help="render N frames, then exit")
     view.add_argument("--screenshot", help="save the last frame as this PNG")
+    _add_diff_parser(sub)
     return parser
 
 
+def _add_diff_parser(sub) -> None:
+    diff = sub.add_parser("diff", help="per-layer error against a reference; exit 1 if a "
+                                       "layer diverged")
+    diff.add_argument("model", help="model file (.onnx or glcnn .npz)")
+    diff.add_argument("input", help=".npy in the model's layout (NCHW float32) or an image")
+    diff.add_argument("--against", nargs="+", metavar="REF",
+                      help="onnxruntime | numpy | tfjs-outputs DIR (default: onnxruntime "
+                           "for .onnx when installed, else numpy)")
+    diff.add_argument("--precision", default="fp32", choices=list(TOLERANCE))
+    diff.add_argument("--png", metavar="DIR",
+                      help="write glcnn | reference | |difference| images per layer")
+
+
 def read_input(path: Path, shape, value_range) -> np.ndarray:
-    """A (C, H, W) float32 array from `.npy`, or an image resized to `shape` and scaled."""
+    """A float32 array from `.npy` (as stored), or an image of any mode converted to
+    (C, H, W) = `shape` and scaled from [0, 1] to `value_range` (see glcnn.images)."""
     if path.suffix.lower() == ".npy":
-        try:
-            return np.load(path, allow_pickle=False).astype(np.float32)
-        except (OSError, ValueError) as exc:
-            raise ShapeError(f"{path}: not a readable .npy array ({exc})") from None
+        return read_npy(path)
     if path.suffix.lower() not in IMAGE_SUFFIXES:
         raise ShapeError(f"{path}: input must be .npy or an image ({', '.join(IMAGE_SUFFIXES)})")
-    from PIL import Image, UnidentifiedImageError
-    try:
-        image = Image.open(path)
-        image.load()
-    except (OSError, UnidentifiedImageError) as exc:
-        raise ShapeError(f"{path}: cannot read image ({exc})") from None
-    c, h, w = shape
-    if c not in (1, 3):
-        raise ShapeError(f"{path}: model input has {c} channels; images give 1 or 3, use .npy")
-    image = image.convert("L" if c == 1 else "RGB")
-    if image.size != (w, h):
-        print(f"glcnn: resizing {path.name} from {image.size[0]}x{image.size[1]} to the "
-              f"model's {w}x{h}", file=sys.stderr)
-        image = image.resize((w, h), Image.BILINEAR)
     lo, hi = value_range
-    x = np.asarray(image, np.float32).reshape(h, w, c).transpose(2, 0, 1) / 255.0
-    return x * (hi - lo) + lo
+    return read_image(path, shape) * (hi - lo) + lo
 
 
 def write_output(path: Path, y: np.ndarray, value_range) -> None:
     """Save `y` as float32 .npy, or as an image mapping `value_range` to 0..255."""
+    try:
+        _write(path, y, value_range)
+    except OSError as exc:
+        raise GlcnnError(f"{path}: cannot write the output ({exc})") from None
+
+
+def _write(path: Path, y: np.ndarray, value_range) -> None:
     if path.suffix.lower() == ".npy":
         np.save(path, y.astype(np.float32))
         return
@@ -88,11 +97,18 @@ def write_output(path: Path, y: np.ndarray, value_range) -> None:
 
 
 def cmd_run(args) -> None:
-    import glcnn
-    model = glcnn.load(args.model, precision=args.precision)
-    name, shape = next(iter(model.graph.inputs.items()))
-    meta = model.graph.meta
+    from .diff import calibrate_if_needed
+    from .importers import load_graph
+    from .passes import optimize
+    from .pipeline import Pipeline
+    graph = optimize(load_graph(args.model))
+    name, shape = next(iter(graph.inputs.items()))
+    meta = graph.meta
     x = read_input(Path(args.input), shape, meta.get("input_range", (0, 1)))
+    if calibrate_if_needed(graph, args.precision, {name: x}):
+        print("glcnn run: the model has no u8 ranges; calibrated them on this input "
+              "(glcnn.calibrate + glcnn.save store them)", file=sys.stderr)
+    model = Pipeline(graph, precision=args.precision)
     y = model.run({name: x})
     y = y if isinstance(y, np.ndarray) else y[model.graph.outputs[0]]
     print(f"{Path(args.model).name}: {tuple(x.shape)} -> {tuple(y.shape)}  "
@@ -131,17 +147,72 @@ def cmd_view(args) -> None:
         viewer.close()
 
 
+def _against(values) -> tuple[str | None, str | None]:
+    """`--against` words as (reference, folder).
+
+    Raises:
+        GlcnnError: anything but onnxruntime, numpy or tfjs-outputs DIR.
+    """
+    if not values:
+        return None, None
+    if values[0] == "tfjs-outputs" and len(values) == 2:
+        return values[0], values[1]
+    if values[0] in ("onnxruntime", "numpy") and len(values) == 1:
+        return values[0], None
+    raise GlcnnError(f"--against takes onnxruntime, numpy or tfjs-outputs DIR; got "
+                     f"{' '.join(values)!r} (put --against after MODEL INPUT)")
+
+
+def cmd_diff(args) -> int:
+    """Print the per-layer table; 0 when all layers are within tolerance, 1 otherwise."""
+    from .diff import calibrate_if_needed, diff_pipeline, format_table
+    from .diff_refs import check_against
+    from .importers import load_graph
+    from .passes import optimize
+    from .pipeline import Pipeline
+    against, folder = _against(args.against)
+    against = check_against(against, args.model, folder)
+    graph = optimize(load_graph(args.model))
+    if len(graph.inputs) != 1:
+        raise GlcnnError(f"glcnn diff takes one-input models; {args.model} has "
+                         f"{list(graph.inputs)}")
+    name, shape = next(iter(graph.inputs.items()))
+    x = read_input(Path(args.input), shape, graph.meta.get("input_range", (0, 1)))
+    if calibrate_if_needed(graph, args.precision, {name: x}):
+        print(f"u8: {args.model} has no stored ranges; calibrated on {args.input}",
+              file=sys.stderr)
+    with Pipeline(graph, None, args.precision, keep="all") as pipe:
+        report = diff_pipeline(pipe, {name: x}, against, args.model, folder, args.png)
+        print(f"{Path(args.model).name} against {against} ({args.precision}, "
+              f"{pipe.ctx.renderer})")
+    print(format_table(report, args.precision))
+    if args.png:
+        print(f"wrote per-layer images and index.tsv to {args.png}")
+    return 1 if report.first_divergence else 0
+
+
 def main(argv=None) -> int:
     """Entry point of the `glcnn` console script; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        {"run": cmd_run, "info": cmd_info, "view": cmd_view}[args.command](args)
+        commands = {"run": cmd_run, "info": cmd_info, "view": cmd_view, "diff": cmd_diff}
+        status = commands[args.command](args)
     except GlcnnError as exc:
-        if os.environ.get("GLCNN_DEBUG"):
+        if _debug_level() >= 1:
             raise
         print(f"glcnn {args.command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    return 0
+    except KeyboardInterrupt:
+        return 130
+    return status or 0
+
+
+def _debug_level() -> int:
+    """GLCNN_DEBUG as a level: unset, empty, "0" or not a number all mean 0."""
+    try:
+        return int(os.environ.get("GLCNN_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,11 @@
 """The GL context glcnn renders with: headless EGL by default, or one the user already has.
 
 Programs are compiled once per context and cached by (shader file, hash of final source).
-A context belongs to the thread that made it; using it from another thread raises.
+
+Threading rule: one context per thread. A Context belongs to the thread that created it
+(or, for a wrapped moderngl context, the thread that wrapped it); compiling or running a
+Pipeline on it from any other thread raises ContextError. To use several threads, give
+each its own Context (and Pipeline).
 """
 
 import hashlib
@@ -10,8 +14,9 @@ import re
 import threading
 
 import moderngl
+import numpy as np
 
-from .errors import ContextError, ShaderCompileError
+from .errors import ContextError, GlcnnError, ShaderCompileError
 from .resources import resource_path
 
 INSTALL_HINT = (
@@ -19,6 +24,7 @@ INSTALL_HINT = (
     "libegl-mesa0 libgl1-mesa-dri) or run with a display and GLCNN_BACKEND=x11"
 )
 _LINE = re.compile(r"(\d+):(\d+)\(\d+\)")
+_DEFINE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Context:
@@ -69,8 +75,22 @@ class Context:
             raise ContextError("a glcnn Context is used from a thread other than the one that "
                                "created it; make one Context per thread")
 
+    def check_error(self, what: str) -> None:
+        """Raise ContextError if the driver reports an error (GL_OUT_OF_MEMORY, a lost
+        context, ...) or the context is gone; `what` says what glcnn was doing. Reading
+        the error clears it, as glGetError does."""
+        try:
+            error = self.gl.error
+        except (moderngl.Error, AttributeError) as exc:  # a released moderngl context
+            raise ContextError(f"{what}: the GL context is no longer usable ({exc})") from None
+        if error != "GL_NO_ERROR":
+            raise ContextError(f"{what}: the GL driver reported {error} on {self.renderer} "
+                               "(out of memory or a lost context; on a shared context the "
+                               "error may come from earlier GL calls)")
+
     def program(self, shader: str, defines: dict, layer: str = "?") -> moderngl.Program:
         """Compile (or fetch from cache) op shader `shader` with `defines` for `layer`."""
+        self.check_thread()
         source = build_source(shader, defines)
         key = (shader, hashlib.sha1(source.encode()).hexdigest())
         if key not in self.programs:
@@ -81,6 +101,8 @@ class Context:
                 raise ShaderCompileError(str(resource_path("shaders", shader)), layer, defines,
                                          str(exc), excerpt(source, str(exc))) from None
             self.compiles += 1
+            if _debug() >= 2:
+                print(f"[glcnn] compiled {shader} for {layer} {defines}")
             if _debug() >= 3:
                 print(f"[glcnn] GLSL for {layer} ({shader}):\n{source}")
         elif _debug() >= 2:
@@ -121,7 +143,17 @@ def build_source(shader: str, defines: dict) -> str:
     `#line` directives keep driver messages pointing at real lines: the op shader counts
     from 1, common.glsl from 10001 (drivers differ in reporting the source-string number
     of `#line N S`, so the line alone tells the two files apart).
+
+    Only identifiers and integers reach the source: no string from a model file can.
+
+    Raises:
+        GlcnnError: a define that is not an identifier with an integer value.
     """
+    for key, value in defines.items():
+        if not (isinstance(key, str) and _DEFINE_NAME.match(key)) or \
+                not isinstance(value, int | np.integer):
+            raise GlcnnError(f"shader {shader}: refusing #define {key!r} = {value!r} "
+                             "(defines must be identifiers with integer values)")
     head = ["#version 330 core"] + [f"#define {k} {int(v)}" for k, v in sorted(defines.items())]
     common = resource_path("shaders", "common.glsl").read_text()
     body = resource_path("shaders", shader).read_text()

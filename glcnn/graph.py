@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import GraphError
+from .errors import GraphError, WeightError
+from .limits import MAX_TEXTURE_SIDE, check_atlas
+
+# Integer attributes that size loops or textures: bounded so that no hostile value can make
+# shape inference loop or allocate for long before the texture limits are checked.
+SPATIAL_ATTRS = ("kernel_shape", "strides", "dilations", "pads", "output_padding",
+                 "blocksize", "group")
 
 
 @dataclass
@@ -65,31 +71,134 @@ class Graph:
         return [n for n in self.nodes if tensor in n.inputs]
 
     def validate(self) -> None:
-        """Check names are unique, every input is defined before use, and outputs exist.
+        """Check the graph is well formed, before any op looks at it.
+
+        Inputs are (C, H, W) of positive ints whose texture could exist; names are unique
+        non-empty strings; each node reads at least one tensor, only graph inputs or earlier
+        nodes (else: a dangling edge, or a cycle / nodes out of topological order); weights
+        are real-valued numpy arrays; the sizing attributes (SPATIAL_ATTRS) are ints of
+        magnitude ≤ MAX_TEXTURE_SIDE; outputs exist; the meta keys tools read have their
+        documented form (e.g. input_range: [lo, hi] finite with lo < hi).
 
         Raises:
             GraphError: naming the offending layer and tensor.
+            TextureSizeError: an input too large for any GL texture.
+            WeightError: a weight that is not a real-valued array.
         """
-        defined = set()
-        for name, shape in self.inputs.items():
-            if len(shape) != 3 or any(int(v) <= 0 for v in shape):
-                raise GraphError(f"graph input {name!r} has shape {shape}; expected (C, H, W) > 0")
-            defined.add(name)
+        defined = set(self._check_inputs())
+        produced_later = {n.name for n in self.nodes if isinstance(n, Node)}
         for node in self.nodes:
+            _check_node(node)
             missing = [t for t in node.inputs if t not in defined]
             if missing:
+                later = [t for t in missing if t in produced_later]
                 raise GraphError(
-                    f"layer {node.name!r} ({node.op}) reads {missing} before they are produced "
-                    "(dangling edge or nodes not in topological order)"
-                )
+                    f"layer {node.name!r} ({node.op}) reads {missing}, which "
+                    + ("a later layer produces: a cycle, or nodes not in topological order"
+                       if later else "no graph input or layer produces (a dangling edge)"))
             if node.name in defined:
-                raise GraphError(f"tensor name {node.name!r} is defined twice")
+                raise GraphError(f"tensor name {node.name!r} is defined twice (layer "
+                                 f"{node.name!r}, {node.op})")
             defined.add(node.name)
+        self._check_outputs(defined)
+        _check_meta(self.meta)
+
+    def _check_inputs(self) -> list[str]:
+        if not isinstance(self.inputs, dict) or not self.inputs:
+            raise GraphError(f"graph inputs {self.inputs!r}: expected a non-empty dict "
+                             "name -> (C, H, W)")
+        for name, shape in self.inputs.items():
+            _check_name(name, "graph input")
+            if not isinstance(shape, tuple | list) or len(shape) != 3 or \
+                    not all(_is_int(v) and v > 0 for v in shape):
+                raise GraphError(f"graph input {name!r} has shape {shape!r}; expected (C, H, W) "
+                                 "of positive integers")
+            check_atlas(shape, f"graph input {name!r}")
+        return list(self.inputs)
+
+    def _check_outputs(self, defined: set) -> None:
+        if not isinstance(self.outputs, list) or not self.outputs:
+            raise GraphError(f"graph outputs {self.outputs!r}: expected a non-empty list")
         for name in self.outputs:
-            if name not in defined:
+            if not isinstance(name, str) or name not in defined:
                 raise GraphError(f"graph output {name!r} is not produced by any layer")
+        if len(set(self.outputs)) != len(self.outputs):
+            raise GraphError(f"graph outputs {self.outputs} name a tensor twice")
 
     def __repr__(self):
         lines = [f"Graph(inputs={self.inputs}, outputs={self.outputs})"]
         lines += [f"  {node!r}" for node in self.nodes]
         return "\n".join(lines)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def _check_name(name, what: str) -> None:
+    if not isinstance(name, str) or not name:
+        raise GraphError(f"{what} name {name!r} must be a non-empty string")
+
+
+def _check_node(node) -> None:
+    """Types of one node's fields, its weights and its sizing attributes."""
+    if not isinstance(node, Node):
+        raise GraphError(f"graph node {node!r} is not a glcnn.graph.Node")
+    _check_name(node.name, "layer")
+    if not isinstance(node.op, str) or not isinstance(node.attrs, dict) or \
+            not isinstance(node.weights, dict):
+        raise GraphError(f"layer {node.name!r}: op {node.op!r} must be a string, attrs and "
+                         "weights dicts")
+    if not isinstance(node.inputs, list) or not node.inputs or \
+            not all(isinstance(t, str) for t in node.inputs):
+        raise GraphError(f"layer {node.name!r} ({node.op}): inputs {node.inputs!r} must be a "
+                         "non-empty list of tensor names")
+    for key, w in node.weights.items():
+        if not isinstance(w, np.ndarray) or w.dtype.kind not in "biuf":
+            raise WeightError(f"layer {node.name!r} ({node.op}): weight {key!r} is "
+                              f"{type(w).__name__} {getattr(w, 'dtype', '')}; expected a real "
+                              "numeric numpy array")
+    for key in SPATIAL_ATTRS:
+        if key in node.attrs:
+            _check_sizing_attr(node, key, node.attrs[key])
+
+
+def _check_sizing_attr(node, key: str, value) -> None:
+    values = value if isinstance(value, list | tuple) else [value]
+    if len(values) > 16 or not all(_is_int(v) and abs(v) <= MAX_TEXTURE_SIDE for v in values):
+        raise GraphError(f"layer {node.name!r} ({node.op}): attribute {key}={value!r} must be "
+                         f"integers of magnitude at most {MAX_TEXTURE_SIDE}")
+
+
+def _numbers(value, count=None) -> bool:
+    """Whether `value` is a list of finite numbers (of length `count` if given)."""
+    return isinstance(value, list | tuple) and (count is None or len(value) == count) and \
+        all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v)
+            for v in value)
+
+
+def _meta_ok(key: str, value) -> bool:
+    if key in ("input_range", "output_range"):
+        return _numbers(value, 2) and value[0] < value[1]
+    if key in ("mean", "std"):
+        return _numbers(value) and (key == "mean" or all(v != 0 for v in value))
+    if key in ("onnx_input_shapes", "onnx_output_shapes"):
+        return isinstance(value, dict) and all(
+            isinstance(dims, list | tuple) and all(_is_int(d) and d >= 0 for d in dims)
+            for dims in value.values())
+    if key == "channel_order":
+        return value in ("rgb", "bgr")
+    if key == "u8_ranges":
+        return isinstance(value, dict)
+    return True
+
+
+def _check_meta(meta) -> None:
+    """The meta keys tools read ("input_range", "mean", ...) must have their documented form."""
+    if not isinstance(meta, dict):
+        raise GraphError(f"graph meta {meta!r} must be a dict")
+    for key, value in meta.items():
+        if not _meta_ok(key, value):
+            raise GraphError(f"graph meta {key}={value!r} is malformed (e.g. input_range: "
+                             "[lo, hi] with lo < hi; mean/std: lists of numbers; "
+                             "channel_order: 'rgb' or 'bgr')")

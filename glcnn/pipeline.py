@@ -5,6 +5,8 @@ share a texture), compiles each distinct program once, and records one pass per 
 `run()` then only uploads the input, binds, draws and (optionally) reads back.
 """
 
+import functools
+import math
 import os
 import time
 from collections import defaultdict
@@ -14,14 +16,35 @@ import moderngl
 import numpy as np
 
 from .context import Context
-from .errors import GlcnnError, ShapeError, TextureSizeError
+from .errors import ContextError, GlcnnError, ShapeError, TextureSizeError
 from .graph import Graph
 from .layout import Atlas, pack, unpack
+from .limits import memory_budget as memory_budget_bytes
+from .limits import mib
 from .ops import Op, build_ops
+from .precision import NUMPY_DTYPE, TEXTURE_DTYPE, U8Ranges
 from .summary import table
 
-PRECISIONS = {"fp32": "f4", "fp16": "f2"}
-_DTYPE_BYTES = {"f4": 4, "f2": 2}
+PRECISIONS = TEXTURE_DTYPE
+_DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}
+RANGES_UNIT = 15  # texture unit of the u8 ranges texture (ops use fewer units)
+_WEIGHT_TEXEL_BYTES = 16  # weight textures are RGBA32F
+
+
+def _gl_errors(method):
+    """Run `method` on a live pipeline, on its context's thread; a moderngl failure (e.g.
+    a released or lost context) becomes a ContextError instead of escaping as moderngl's."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self.released:
+            raise GlcnnError(f"{method.__name__}() on a released Pipeline; compile the model "
+                             "again (glcnn.load or glcnn.Pipeline)")
+        self.ctx.check_thread()
+        try:
+            return method(self, *args, **kwargs)
+        except moderngl.Error as exc:
+            raise ContextError(f"GL failure in Pipeline.{method.__name__}(): {exc}") from None
+    return wrapper
 
 
 @dataclass
@@ -43,69 +66,125 @@ class Pipeline:
     Args:
         graph: the network (see glcnn.graph / glcnn.builder).
         ctx: a glcnn.Context, a moderngl.Context to share, or None for headless EGL.
-        precision: storage of activations, "fp32" (RGBA32F) or "fp16" (RGBA16F);
-            arithmetic is float32 either way.
+        precision: storage of activations, "fp32" (RGBA32F), "fp16" (RGBA16F) or "u8"
+            (RGBA8, range-scaled per channel with graph.meta["u8_ranges"] from
+            glcnn.calibrate); arithmetic is float32 in every mode.
         keep: tensor names that must keep their own texture so `texture(name)` stays
             valid after `run()`; "all" keeps every tensor (the viewer and `diff` do this).
+        memory_budget: most bytes of textures this pipeline may allocate (int, or a string
+            such as "512M"); None reads GLCNN_MEMORY_BUDGET, default 2 GiB (glcnn.limits).
     Raises:
         GlcnnError subclasses naming the layer: unsupported op, bad weights, shapes,
-        textures larger than GL_MAX_TEXTURE_SIZE, shader compile errors.
+        textures larger than GL_MAX_TEXTURE_SIZE or than the memory budget (both
+        TextureSizeError, raised before anything is allocated), shader compile errors;
+        ContextError if the driver fails an allocation (e.g. GL_OUT_OF_MEMORY) or the
+        context belongs to another thread. A failed compile leaves no GL object behind.
     """
 
-    def __init__(self, graph: Graph, ctx=None, precision: str = "fp32", keep=()):
+    def __init__(self, graph: Graph, ctx=None, precision: str = "fp32", keep=(),
+                 memory_budget=None):
         if precision not in PRECISIONS:
             raise GlcnnError(f"precision {precision!r} unknown; expected one of "
                              f"{', '.join(PRECISIONS)}")
         self.ctx = ctx if isinstance(ctx, Context) else Context(ctx)
+        self.ctx.check_thread()
         self.graph, self.precision = graph, precision
         self.ops, self.shapes = build_ops(graph)
-        self._check_sizes()
-        keep = set(self.shapes) if keep == "all" else set(keep)
-        self.textures, self._owner = self._allocate(keep)
-        self.passes = [self._make_pass(op) for op in self.ops]
-        self.timings: dict[str, float] = {}
+        self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes) \
+            if precision == "u8" else None
+        plan = self._plan(set(self.shapes) if keep == "all" else set(keep))
+        self._check_sizes(plan, memory_budget_bytes(memory_budget))
+        self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
+        self.released, self.timings = False, {}
+        try:
+            self._ranges = self._ranges_texture()
+            self.textures, self._owner = self._allocate(plan)
+            for op in self.ops:
+                self.passes.append(self._make_pass(op))
+            self.ctx.check_error(f"compiling {len(self.ops)} layers")
+        except BaseException:
+            self.release()
+            raise
 
     # --- compile -----------------------------------------------------------------------
-    def _check_sizes(self):
+    def _check_sizes(self, plan: dict[str, str], budget: int):
+        """Refuse, before allocating anything, a texture larger than GL_MAX_TEXTURE_SIZE
+        or more texture bytes in all (with the reuse of `plan`) than `budget`."""
         limit = self.ctx.max_texture_size
         for name, shape in self.shapes.items():
             if max(Atlas.of(shape).size) > limit:
                 raise TextureSizeError(f"tensor {name!r} of shape {shape} needs a "
                                        f"{Atlas.of(shape).size} texture; this GL allows "
                                        f"{limit}×{limit} ({self.ctx.renderer})")
+        weight_bytes = 0
         for op in self.ops:
             for sampler, data in op.all_textures().items():
                 if max(data.shape[:2]) > limit:
                     raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "
                                            f"needs {data.shape[1]}×{data.shape[0]} texels; "
                                            f"this GL allows {limit}×{limit}")
+                weight_bytes += data.shape[0] * data.shape[1] * _WEIGHT_TEXEL_BYTES
+        texel = 4 * _DTYPE_BYTES[PRECISIONS[self.precision]]
+        tensor_bytes = sum(texel * math.prod(Atlas.of(self.shapes[name]).size)
+                           for name in set(plan.values()))
+        if tensor_bytes + weight_bytes > budget:
+            raise TextureSizeError(
+                f"model needs {mib(tensor_bytes + weight_bytes)} of textures "
+                f"({mib(tensor_bytes)} of {self.precision} activations, {mib(weight_bytes)} "
+                f"of weights), over the memory budget of {mib(budget)}; raise it with "
+                "Pipeline(memory_budget=...) or GLCNN_MEMORY_BUDGET, or use a smaller input")
+
+    def _ranges_texture(self):
+        if self.u8 is None:
+            return None
+        data = self.u8.texture_data()
+        tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4, data.tobytes(), dtype="f4")
+        tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
+        return tex
+
+    def shape_uniform(self, name: str) -> tuple[int, int, int, int]:
+        """The ivec4 shaders address tensor `name` with: (C, H, W, cols | u8 id << 16)."""
+        c, h, w, cols = Atlas.of(self.shapes[name]).shape_uniform
+        return c, h, w, cols | (self.u8.ids[name] << 16 if self.u8 else 0)
 
     def _new_texture(self, shape) -> moderngl.Texture:
         tex = self.ctx.gl.texture(Atlas.of(shape).size, 4, dtype=PRECISIONS[self.precision])
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
         return tex
 
-    def _allocate(self, keep):
-        """One texture per tensor, recycling those whose last reader has already run."""
+    def _plan(self, keep) -> dict[str, str]:
+        """Tensor name -> the tensor whose texture it will use (itself for a new one):
+        a texture whose tensor's last reader has run is recycled for a later one of the
+        same size, unless either is kept, a graph input or a graph output. GL-free."""
         pinned = keep | set(self.graph.inputs) | set(self.graph.outputs)
         last_use = {t: i for i, node in enumerate(self.graph.nodes) for t in node.inputs}
-        textures = {name: self._new_texture(self.shapes[name]) for name in self.graph.inputs}
-        owner = {id(tex): name for name, tex in textures.items()}
+        plan = {name: name for name in self.graph.inputs}
         free = defaultdict(list)
         for i, node in enumerate(self.graph.nodes):
             size = Atlas.of(self.shapes[node.name]).size
             reusable = free[size] if node.name not in pinned else []
-            textures[node.name] = reusable.pop() if reusable else self._new_texture(
-                self.shapes[node.name])
-            owner[id(textures[node.name])] = node.name
+            plan[node.name] = reusable.pop() if reusable else node.name
             for t in set(node.inputs):
                 if last_use[t] == i and t not in pinned:
-                    free[Atlas.of(self.shapes[t]).size].append(textures[t])
-        return textures, owner
+                    free[Atlas.of(self.shapes[t]).size].append(plan[t])
+        return plan
+
+    def _allocate(self, plan: dict[str, str]):
+        """The textures of `plan` (filled into self.textures as they are made, so that a
+        failure can release them), and texture id -> the last tensor written to it."""
+        owner = {}
+        for name, first in plan.items():
+            if first == name:
+                self.textures[name] = self._new_texture(self.shapes[name])
+            self.textures[name] = self.textures[first]
+            owner[id(self.textures[name])] = name
+        self.ctx.check_error(f"allocating {len(set(plan.values()))} activation textures")
+        return self.textures, owner
 
     def _make_pass(self, op: Op) -> Pass:
         name = op.node.name
-        program = self.ctx.program(op.shader, op.all_defines(), name)
+        storage = {"STORAGE_U8": 1} if self.u8 else {}
+        program = self.ctx.program(op.shader, op.all_defines() | storage, name)
         weights = []
         for sampler, data in op.all_textures().items():
             tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
@@ -114,15 +193,16 @@ class Pipeline:
             weights.append((sampler, tex))
         inputs = list(zip(op.all_samplers(), op.node.inputs))
         uniforms = dict(op.all_uniforms())
-        uniforms["u_out"] = Atlas.of(self.shapes[name]).shape_uniform
+        uniforms["u_out"] = self.shape_uniform(name)
         for sampler, tensor in inputs:
-            uniforms[sampler + "_shape"] = Atlas.of(self.shapes[tensor]).shape_uniform
+            uniforms[sampler + "_shape"] = self.shape_uniform(tensor)
         uniforms = {k: v for k, v in uniforms.items() if k in program}  # drop optimised-out
         fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
         vao = self.ctx.gl.vertex_array(program, [])
         return Pass(op, program, vao, fbo, inputs, weights, uniforms)
 
     # --- run ---------------------------------------------------------------------------
+    @_gl_errors
     def run(self, inputs=None, readback: bool = True, **named):
         """Run the network.
 
@@ -135,32 +215,39 @@ class Pipeline:
             in the model file's own shape, e.g. (1, F) for an ONNX classifier),
             a dict name -> array for several outputs, or None without readback.
         Raises:
-            ShapeError: an input of the wrong shape, naming the input and both shapes.
+            ShapeError: an input of the wrong shape, dtype, or with NaN/Inf (see `upload`).
+            ContextError: another thread, or the driver failed (e.g. a lost context).
+            GlcnnError: the pipeline was released.
         """
-        self.ctx.check_thread()
         feeds = self._feeds(inputs, named)
-        batched = any(np.ndim(v) == 4 for v in feeds.values())
+        batched = any(_ndim(v) == 4 for v in feeds.values())
         for name, value in feeds.items():
             self.upload(name, value)
         self.execute()
+        self.ctx.check_error("running the model")
         if not readback:
             return None
         outs = {n: self._own_layout(n) if batched else self.read(n) for n in self.graph.outputs}
         return outs[self.graph.outputs[0]] if len(outs) == 1 else outs
 
     def _own_layout(self, name: str) -> np.ndarray:
-        """Output `name` in the model file's own shape (e.g. ONNX (1, F)), else (1, C, H, W)."""
+        """Output `name` in the model file's own shape (e.g. ONNX (1, F), or (1, H, W, C) for
+        a channels-last TF.js model), else (1, C, H, W)."""
         y = self.read(name)
         own = self.graph.meta.get("onnx_output_shapes", {}).get(name)
-        return y.reshape(own) if own and int(np.prod(own)) == y.size else y[None]
+        if not own or int(np.prod(own)) != y.size:
+            return y[None]
+        if self.graph.meta.get("layout") == "NHWC" and len(own) == 4:
+            return y.transpose(1, 2, 0)[None]
+        return y.reshape(own)
 
+    @_gl_errors
     def execute(self) -> None:
         """Draw every pass on whatever the input textures hold (no upload, no readback).
 
         For inputs written on the GPU, e.g. a camera frame pre-processed by the viewer into
         `texture(input_name)`.
         """
-        self.ctx.check_thread()
         debug = _debug()
         for p in self.passes:
             start = time.perf_counter() if debug else 0.0
@@ -183,22 +270,29 @@ class Pipeline:
                              f"model inputs are {self.graph.inputs}")
         return feeds
 
+    @_gl_errors
     def upload(self, name: str, value) -> None:
-        """Write a (C, H, W) or (1, C, H, W) array into input texture `name`."""
-        expected = tuple(self.graph.inputs[name])
-        x = np.asarray(value)
-        own = tuple(self.graph.meta.get("onnx_input_shapes", {}).get(name, ()))
-        if own and x.shape == own:  # e.g. an ONNX (1, F) vector input
-            x = x.reshape(expected)
-        if x.ndim == 4 and x.shape[0] == 1:
-            x = x[0]
-        if x.shape != expected:
-            raise ShapeError(f"input {name!r} has shape {np.shape(value)}; expected "
-                             f"{expected} or {(1, *expected)} (NCHW, batch 1)")
-        if not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
-            raise ShapeError(f"input {name!r} has dtype {x.dtype}; expected real numbers")
-        dtype = np.float32 if self.precision == "fp32" else np.float16
-        self.textures[name].write(pack(x.astype(np.float32)).astype(dtype).tobytes())
+        """Write a (C, H, W) or (1, C, H, W) array into input texture `name`.
+
+        Any real dtype (converted to float32) and any strides (non-contiguous views are
+        copied) are accepted.
+
+        Raises:
+            ShapeError: an unknown input, another shape (a channels-last array is named as
+                such), a non-numeric, boolean or complex dtype, or NaN/Inf values, which are
+                refused rather than spread through every layer.
+        """
+        if name not in self.graph.inputs:
+            raise ShapeError(f"no model input named {name!r}; inputs: {self.graph.inputs}")
+        own = self.graph.meta.get("onnx_input_shapes", {}).get(name, ())
+        nhwc = self.graph.meta.get("layout") == "NHWC"
+        x = checked_input(name, value, tuple(self.graph.inputs[name]), tuple(own), nhwc)
+        self.textures[name].write(self._encode(name, x).tobytes())
+
+    def _encode(self, name, x) -> np.ndarray:
+        if self.u8 is None:
+            return pack(x.astype(np.float32)).astype(NUMPY_DTYPE[self.precision])
+        return np.round(pack(self.u8.encode(name, x)) * 255).astype(np.uint8)
 
     def _draw(self, p: Pass) -> None:
         unit = 0
@@ -212,6 +306,9 @@ class Pipeline:
             unit += 1
         for key, value in p.uniforms.items():
             p.program[key].value = value
+        if self._ranges is not None and "u_ranges" in p.program:
+            self._ranges.use(RANGES_UNIT)
+            p.program["u_ranges"].value = RANGES_UNIT
         p.fbo.use()
         p.vao.render(moderngl.TRIANGLES, vertices=3)
 
@@ -234,6 +331,8 @@ class Pipeline:
             GlcnnError: unknown name, or its texture was recycled for a later tensor
                 (compile with keep=[name] or keep="all").
         """
+        if self.released:
+            raise GlcnnError(f"texture({name!r}) of a released Pipeline")
         if name not in self.textures:
             raise GlcnnError(f"no tensor named {name!r}; tensors: {', '.join(self.shapes)}")
         if self._owner.get(id(self.textures[name]), name) != name:
@@ -241,12 +340,15 @@ class Pipeline:
                              f"create the Pipeline with keep=[{name!r}] or keep='all'")
         return self.textures[name]
 
+    @_gl_errors
     def read(self, name: str) -> np.ndarray:
         """Download tensor `name` as float32 (C, H, W)."""
         tex = self.texture(name)
-        dtype = np.float32 if self.precision == "fp32" else np.float16
-        data = np.frombuffer(tex.read(), dtype).reshape(tex.height, tex.width, 4)
-        return unpack(data.astype(np.float32), self.shapes[name])
+        data = np.frombuffer(tex.read(), NUMPY_DTYPE[self.precision])
+        data = data.reshape(tex.height, tex.width, 4).astype(np.float32)
+        if self.u8 is None:
+            return unpack(data, self.shapes[name])
+        return self.u8.decode(name, unpack(data / 255.0, self.shapes[name]))
 
     def weight_texture(self, layer: str, sampler: str = "u_weights") -> moderngl.Texture:
         """The weight texture `sampler` of `layer` (e.g. a conv's filter grid)."""
@@ -261,7 +363,10 @@ class Pipeline:
 
     # --- lifetime and printing -------------------------------------------------------------
     def release(self) -> None:
-        """Free every GL object this pipeline created (programs stay in the context cache)."""
+        """Free every GL object this pipeline created (programs stay in the context cache).
+        Releasing twice is harmless; any other use afterwards raises GlcnnError."""
+        self.ctx.check_thread()
+        self.released = True
         self.ctx.park()
         for p in self.passes:
             p.vao.release()
@@ -270,6 +375,9 @@ class Pipeline:
                 tex.release()
         for tex in {id(t): t for t in self.textures.values()}.values():
             tex.release()
+        if self._ranges is not None:
+            self._ranges.release()
+            self._ranges = None
         self.passes, self.textures = [], {}
 
     def __enter__(self):
@@ -293,6 +401,52 @@ class Pipeline:
     def __repr__(self):
         return (f"Pipeline({len(self.passes)} passes, inputs={self.graph.inputs}, "
                 f"outputs={self.graph.outputs}, {self.precision})")
+
+
+def checked_input(name: str, value, expected: tuple, own: tuple = (),
+                  nhwc: bool = False) -> np.ndarray:
+    """`value` as a (C, H, W) array of real numbers, all finite, for input `name`.
+
+    Args:
+        expected: the input's (C, H, W).
+        own: the model file's own shape of the input (e.g. ONNX (1, F)), also accepted.
+    Raises:
+        ShapeError: as for `Pipeline.upload`.
+    """
+    try:
+        x = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nested lists, odd objects
+        raise ShapeError(f"input {name!r} is not an array ({exc})") from None
+    given = x.shape
+    if own and x.shape == own:  # e.g. an ONNX (1, F) vector, a TF.js (1, H, W, C) image
+        x = x[0].transpose(2, 0, 1) if nhwc and x.ndim == 4 else x.reshape(expected)
+    if x.ndim == 4 and x.shape[0] == 1:
+        x = x[0]
+    if x.shape != expected:
+        raise ShapeError(f"input {name!r} has shape {given}; expected {expected} or "
+                         f"{(1, *expected)} (NCHW, batch 1){_layout_hint(given, expected)}")
+    if x.dtype == bool or not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
+        raise ShapeError(f"input {name!r} has dtype {x.dtype}; expected real numbers "
+                         "(float32, or any float or integer type)")
+    if x.dtype.kind == "f" and not np.isfinite(x).all():
+        nan, inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
+        raise ShapeError(f"input {name!r} holds {nan} NaN and {inf} Inf values; glcnn "
+                         "refuses non-finite inputs (they would spread through every layer)")
+    return x
+
+
+def _ndim(value) -> int:
+    try:
+        return np.ndim(value)
+    except (ValueError, TypeError):  # ragged: upload() reports it
+        return 0
+
+
+def _layout_hint(shape: tuple, expected: tuple) -> str:
+    c, h, w = expected
+    if tuple(shape[-3:]) == (h, w, c) and len(shape) in (3, 4) and c != w:
+        return "; this looks channels-last (HWC): transpose it to CHW first"
+    return ""
 
 
 def _debug() -> int:

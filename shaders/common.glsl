@@ -10,25 +10,60 @@
 //                                +---------+---------+
 //                                | slice 2 |  zeros  |   ch 8,9,0,0
 //                                +---------+---------+
-// Shapes travel as ivec4 (C, H, W, cols).
+// Shapes travel as ivec4 (C, H, W, cols | id << 16): `id` names the tensor's row pair in
+// u_ranges for u8 storage (0 = stored as is).
 //
-// Defines: CUSTOM_MAIN (a display shader with its own main(), no compute());
+// Storage: fp32/fp16 textures hold values as they are. With STORAGE_U8 a texel holds
+// (v - offset) / scale per channel in RGBA8 (glcnn/precision.py calibrates offset and scale
+// so nothing clamps); decode() and encode() below are the only places that know.
+//
+// Defines: STORAGE_U8 (range-scaled RGBA8 storage); CUSTOM_MAIN (a display shader with its own main(), no compute());
 //          RESIDUAL (add u_residual before activation); one of ACT_RELU, ACT_LEAKYRELU,
 //          ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID,
 //          ACT_HARDSWISH, ACT_SILU.
 // Uniforms: u_out (output shape), u_act (activation parameters: alpha/beta or min/max).
-// Samplers: u_residual (RESIDUAL), u_slope (ACT_PRELU: 1xS texel row of slopes).
+// Samplers: u_residual (RESIDUAL), u_slope (ACT_PRELU: 1xS texel row of slopes),
+//           u_ranges (STORAGE_U8: row 2*id = offsets, row 2*id + 1 = scales, per slice).
 
 uniform ivec4 u_out;
 uniform vec2 u_act;
 out vec4 frag_color;
 
+#ifdef STORAGE_U8
+uniform sampler2D u_ranges;
+#endif
+
+int grid_cols(ivec4 shape) { return shape.w & 0xFFFF; }
+
+vec4 decode(vec4 stored, ivec4 shape, int slice) {
+#ifdef STORAGE_U8
+    int id = shape.w >> 16;
+    if (id == 0) return stored;
+    return stored * texelFetch(u_ranges, ivec2(slice, 2 * id + 1), 0)
+         + texelFetch(u_ranges, ivec2(slice, 2 * id), 0);
+#else
+    return stored;
+#endif
+}
+
+vec4 encode(vec4 value, ivec4 shape, int slice) {
+#ifdef STORAGE_U8
+    int id = shape.w >> 16;
+    if (id == 0) return value;
+    return (value - texelFetch(u_ranges, ivec2(slice, 2 * id), 0))
+         / texelFetch(u_ranges, ivec2(slice, 2 * id + 1), 0);
+#else
+    return value;
+#endif
+}
+
 // Texel (x, y) of `slice`; zero outside the HxW tile (padding taps are masked, not clamped).
 vec4 fetch(sampler2D t, ivec4 shape, int slice, int y, int x) {
     bool inside = uint(y) < uint(shape.y) && uint(x) < uint(shape.z);
-    ivec2 tile = ivec2(slice % shape.w, slice / shape.w);
+    int cols = grid_cols(shape);
+    ivec2 tile = ivec2(slice % cols, slice / cols);
     ivec2 p = inside ? tile * shape.zy + ivec2(x, y) : ivec2(0);
-    return inside ? texelFetch(t, p, 0) : vec4(0.0);
+    return inside ? decode(texelFetch(t, p, 0), shape, slice) : vec4(0.0);
 }
 
 // One channel of a tensor as a scalar (for ops whose lanes read unrelated channels).
@@ -86,7 +121,7 @@ vec4 compute(int slice, int y, int x);
 void main() {
     ivec2 p = ivec2(gl_FragCoord.xy);
     ivec2 tile = p / u_out.zy;
-    int slice = tile.y * u_out.w + tile.x;
+    int slice = tile.y * grid_cols(u_out) + tile.x;
     if (slice >= (u_out.x + 3) / 4) {
         frag_color = vec4(0.0);
         return;
@@ -98,6 +133,7 @@ void main() {
 #endif
     v = activate(v, slice);
     // Lanes past C stay zero so a later op may read whole slices without masking.
-    frag_color = mix(vec4(0.0), v, lessThan(ivec4(0, 1, 2, 3) + 4 * slice, ivec4(u_out.x)));
+    v = mix(vec4(0.0), v, lessThan(ivec4(0, 1, 2, 3) + 4 * slice, ivec4(u_out.x)));
+    frag_color = encode(v, u_out, slice);
 }
 #endif

@@ -9,18 +9,19 @@ import numpy as np
 import glcnn
 from glcnn import reference
 from glcnn.graph import Graph, Node
+from glcnn.precision import TOLERANCE
 
-# Allowed scaled error per storage precision, with the measured worst cases next to each
-# entry (README "Precision modes"; re-measure by printing WORST after a test run).
-# Measured on Mesa llvmpipe over test_conv, test_ops, test_passes and test_torch_parity.
-TOLERANCE = {
-    # single ops ≤ 2.3e-7; whole models up to 2.5e-6 (DCGAN generator, 512-channel sums)
-    "fp32": 1e-5,
-    # single ops ≤ 9.6e-4 (one fp16 ulp: llvmpipe truncates float→half on store, see
-    # test_layout.py); whole models up to 3.5e-3 (DCGAN generator, 5 stored layers)
-    "fp16": 4e-3,
-}
-PRECISIONS = tuple(TOLERANCE)
+# TOLERANCE (glcnn.precision, shared with `glcnn diff`) is the allowed scaled error per
+# storage precision. Measured worst cases (README "Precision modes"; re-measure by printing
+# WORST after a test run), on Mesa llvmpipe over test_conv, test_ops, test_passes and
+# test_torch_parity:
+# - fp32 1e-5: single ops ≤ 2.3e-7; whole models up to 2.5e-6 (DCGAN generator,
+#   512-channel sums)
+# - fp16 4e-3: single ops ≤ 9.6e-4 (one fp16 ulp: llvmpipe truncates float→half on store,
+#   see test_layout.py); whole models up to 3.5e-3 (DCGAN generator, 5 stored layers)
+# Precisions the op tests run in; u8 needs calibrated ranges and has its own tests
+# (test_precision.py).
+PRECISIONS = ("fp32", "fp16")
 
 # Worst scaled error `assert_close` has seen in this process, per precision: what the
 # numbers next to TOLERANCE were measured with.

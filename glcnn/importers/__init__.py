@@ -3,9 +3,9 @@
 from pathlib import Path
 
 from ..errors import ModelFileError
-from . import npz, onnx
+from . import npz, onnx, tfjs
 
-IMPORTERS = {".npz": npz.load, ".onnx": onnx.load}
+IMPORTERS = {".npz": npz.load, ".onnx": onnx.load, ".json": tfjs.load}
 
 
 def load_graph(path) -> "Graph":  # noqa: F821

@@ -1,18 +1,25 @@
 """glcnn's native model format: one `.npz` holding the graph as JSON plus its weights.
 
 Keys: "glcnn_graph" (UTF-8 JSON as uint8: inputs, outputs, nodes with op/name/inputs/attrs)
-and "<layer>::<weight>" arrays. Loaded with allow_pickle=False: nothing is unpickled.
+and "<layer>::<weight>" arrays. Nothing is unpickled: members are read as plain .npy arrays
+after their headers are checked (numeric dtype, declared sizes within the memory budget of
+glcnn.limits), so a hostile file is refused before anything large is allocated.
 """
 
 import json
+import math
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelFileError
+from ..errors import GlcnnError, ModelFileError, WeightError
 from ..graph import Graph, Node
+from ..limits import memory_budget, mib
 
 FORMAT = "glcnn-graph-1"
+GRAPH_KEY = "glcnn_graph"
+MAX_GRAPH_JSON = 64 << 20  # bytes of the graph description
 
 
 def save(graph: Graph, path) -> None:
@@ -31,31 +38,147 @@ def load(path) -> Graph:
     """Read a graph written by `save`.
 
     Raises:
-        ModelFileError: not an npz, no graph in it (e.g. a bare state_dict), bad JSON.
+        ModelFileError: not an npz, truncated, a member that is not a plain numeric array,
+            no graph in it (e.g. a bare state_dict), JSON that is not a glcnn graph, a
+            weight of no layer.
+        WeightError: a weight holding NaN or Inf (or too large for float32).
+        GraphError, TextureSizeError: from `Graph.validate`, prefixed with the file name.
     """
-    try:
-        with np.load(Path(path), allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError) as exc:
-        raise ModelFileError(f"{path}: not a readable .npz file ({exc})") from None
-    if "glcnn_graph" not in arrays:
+    path = Path(path)
+    arrays = read_members(path)
+    if GRAPH_KEY not in arrays:
         raise ModelFileError(f"{path}: holds weights only (keys {sorted(arrays)[:4]}...), no "
                              "glcnn graph; build the architecture (glcnn.Builder or "
                              "glcnn.models) and pass these weights to it")
+    graph = _graph(_document(arrays.pop(GRAPH_KEY), path), path)
+    _attach_weights(graph, arrays, path)
     try:
-        doc = json.loads(arrays.pop("glcnn_graph").tobytes().decode())
-        assert doc.get("format") == FORMAT, f"format {doc.get('format')!r}, expected {FORMAT}"
-        nodes = [Node(n["op"], n["name"], list(n["inputs"]), dict(n.get("attrs", {})))
-                 for n in doc["nodes"]]
-        graph = Graph({k: tuple(v) for k, v in doc["inputs"].items()}, nodes,
-                      list(doc["outputs"]), dict(doc.get("meta", {})))
-    except (ValueError, KeyError, TypeError, AssertionError) as exc:
-        raise ModelFileError(f"{path}: malformed glcnn graph ({exc})") from None
-    by_name = {n.name: n for n in nodes}
+        graph.validate()
+    except GlcnnError as exc:
+        raise type(exc)(f"{path.name}: {exc}") from None
+    return graph
+
+
+def read_members(path: Path) -> dict[str, np.ndarray]:
+    """Every member of the npz at `path` as an array, headers checked before any data is read.
+
+    Raises:
+        ModelFileError: naming the file and, where it applies, the member.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = _npy_members(archive, path)
+            headers = {name: _member_header(archive, info, f"{path}: member {name!r}")
+                       for name, info in infos.items()}
+            _check_total(headers, path)
+            return {name: _read_array(archive, info) for name, info in infos.items()}
+    except ModelFileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - zipfile and numpy parse untrusted bytes
+        raise ModelFileError(f"{path}: not a readable .npz file ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})") from None
+
+
+def _npy_members(archive: zipfile.ZipFile, path) -> dict:
+    infos = {}
+    for info in archive.infolist():
+        name = info.filename.removesuffix(".npy")
+        if not info.filename.endswith(".npy") or name in infos:
+            raise ModelFileError(f"{path}: member {info.filename!r} is "
+                                 + ("duplicated" if name in infos else "not a .npy array"))
+        infos[name] = info
+    return infos
+
+
+def _member_header(archive: zipfile.ZipFile, info, what: str) -> tuple[tuple, np.dtype]:
+    with archive.open(info) as stream:
+        return read_header(stream, what)
+
+
+def read_header(stream, what: str, error=ModelFileError) -> tuple[tuple, np.dtype]:
+    """(shape, dtype) from the header of a .npy stream, which must hold a plain array of
+    booleans, integers or floats.
+
+    Raises:
+        `error` (ModelFileError by default): naming `what`.
+    """
+    try:
+        version = np.lib.format.read_magic(stream)
+        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, _, dtype = reader(stream)
+    except Exception as exc:  # noqa: BLE001 - numpy parses the header with tokenize and ast
+        raise error(f"{what} has no valid .npy header ({type(exc).__name__}: "
+                    f"{str(exc)[:200]})") from None
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or \
+            dtype.kind not in "biuf":
+        raise error(f"{what} has dtype {dtype}; expected plain numbers (float, int or bool); "
+                    "nothing is unpickled")
+    return tuple(shape), dtype
+
+
+def _check_total(headers: dict, path) -> None:
+    """Refuse declared arrays needing more memory (as float32 textures) than the budget."""
+    budget = memory_budget()
+    total = sum(math.prod(shape) * max(dtype.itemsize, 4) for shape, dtype in headers.values())
+    if total > budget:
+        raise ModelFileError(f"{path}: its arrays declare {mib(total)}, over the memory budget "
+                             f"of {mib(budget)} (GLCNN_MEMORY_BUDGET)")
+
+
+def _read_array(archive: zipfile.ZipFile, info) -> np.ndarray:
+    with archive.open(info) as stream:
+        return np.lib.format.read_array(stream, allow_pickle=False)
+
+
+def _document(blob: np.ndarray, path) -> dict:
+    """The graph description: UTF-8 JSON with the format tag, as a dict."""
+    if blob.dtype != np.uint8 or blob.ndim != 1 or blob.size > MAX_GRAPH_JSON:
+        raise ModelFileError(f"{path}: member {GRAPH_KEY!r} must be UTF-8 JSON as up to "
+                             f"{mib(MAX_GRAPH_JSON)} of uint8; it is {blob.dtype} {blob.shape}")
+    try:
+        doc = json.loads(blob.tobytes().decode())
+    except (ValueError, RecursionError) as exc:
+        raise ModelFileError(f"{path}: member {GRAPH_KEY!r} is not JSON "
+                             f"({type(exc).__name__}: {str(exc)[:200]})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise ModelFileError(f"{path}: malformed glcnn graph (format {found!r}, expected "
+                             f"{FORMAT!r})")
+    return doc
+
+
+def _graph(doc: dict, path) -> Graph:
+    """The Graph of a description, its fields' types checked (names and shapes are checked
+    by Graph.validate)."""
+    def need(value, kind, what):
+        if not isinstance(value, kind):
+            raise ModelFileError(f"{path}: malformed glcnn graph: {what} is "
+                                 f"{type(value).__name__}, expected {kind.__name__}")
+        return value
+    nodes = []
+    for i, n in enumerate(need(doc.get("nodes"), list, "nodes")):
+        n = need(n, dict, f"node {i}")
+        nodes.append(Node(n.get("op"), n.get("name"), need(n.get("inputs"), list,
+                                                            f"inputs of node {i}"),
+                          dict(need(n.get("attrs", {}), dict, f"attrs of node {i}"))))
+    inputs = {k: tuple(need(v, list, f"shape of input {k!r}"))
+              for k, v in need(doc.get("inputs"), dict, "inputs").items()}
+    return Graph(inputs, nodes, list(need(doc.get("outputs"), list, "outputs")),
+                 dict(need(doc.get("meta", {}), dict, "meta")))
+
+
+def _attach_weights(graph: Graph, arrays: dict, path) -> None:
+    """Give each "<layer>::<weight>" array to its layer as float32, refusing NaN and Inf."""
+    by_name = {n.name: n for n in graph.nodes if isinstance(n.name, str)}
     for key, value in arrays.items():
         layer, _, weight = key.rpartition("::")  # layer names may contain "::" (ONNX)
-        if layer not in by_name:
+        if layer not in by_name or not weight:
             raise ModelFileError(f"{path}: weight {key!r} belongs to no layer")
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = value.astype(np.float32)
+        if not np.isfinite(value).all():
+            raise WeightError(f"{path}: layer {layer!r} ({by_name[layer].op}): weight "
+                              f"{weight!r} holds NaN or Inf (or values beyond float32); "
+                              "glcnn refuses non-finite weights")
         by_name[layer].weights[weight] = value
-    graph.validate()
-    return graph

@@ -19,12 +19,14 @@ replaced by "_", made unique. `Graph.meta["onnx_output_shapes"]` records the ONN
 each output, e.g. [1, 1000] for a classifier, so a caller can restore it.
 """
 
+import math
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelFileError, UnsupportedOpError
+from ..errors import GlcnnError, ModelFileError, UnsupportedOpError
 from ..graph import Graph, Node
+from ..limits import memory_budget, mib
 from . import onnx_fold, onnx_spatial  # noqa: F401  (onnx_spatial registers converters)
 from .onnx_fold import onnx_module
 
@@ -77,18 +79,46 @@ class OnnxImport:
 
     def __init__(self, model, filename: str):
         self.model, self.filename = model, filename
-        onnx = onnx_module()
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           1)
-        self.consts = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+        self.consts = {t.name: self._initializer(t) for t in model.graph.initializer}
         self.input_names = [i.name for i in model.graph.input if i.name not in self.consts]
         self.output_names = [o.name for o in model.graph.output]
         self.nodes: list[Node] = []
         self.names: dict[str, str] = {n: n for n in self.input_names}  # ONNX -> glcnn tensor
         self.used = set(self.input_names) | set(self.output_names)
 
+    def _initializer(self, tensor) -> np.ndarray:
+        """One initializer as numpy, its declared size checked against the memory budget
+        before its data is converted.
+
+        Raises:
+            ModelFileError: naming the initializer (a size that disagrees with its data, an
+                unknown element type, more bytes than the budget).
+        """
+        declared = math.prod(tensor.dims) * _itemsize(tensor.data_type) \
+            if all(d >= 0 for d in tensor.dims) else -1
+        if declared < 0 or declared > memory_budget():
+            raise ModelFileError(f"{self.filename}: initializer {tensor.name!r} declares dims "
+                                 f"{list(tensor.dims)}; negative, or over the memory budget "
+                                 f"of {mib(memory_budget())} (GLCNN_MEMORY_BUDGET)")
+        try:
+            return onnx_module().numpy_helper.to_array(tensor)
+        except Exception as exc:  # noqa: BLE001 - onnx raises ValueError, TypeError, ...
+            raise ModelFileError(f"{self.filename}: initializer {tensor.name!r} is unreadable "
+                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
+
     # --- driver --------------------------------------------------------------------------
     def run(self) -> Graph:
+        """Convert the model; every GlcnnError raised on the way names the file."""
+        try:
+            return self._run()
+        except GlcnnError as exc:
+            if str(exc).startswith(self.filename):
+                raise
+            raise type(exc)(f"{self.filename}: {exc}") from None
+
+    def _run(self) -> Graph:
         self._check_defined()
         self._pin_batch()
         dynamic, self.shapes, self.types = onnx_fold.fold_graph(self.model, self.consts)
@@ -115,8 +145,13 @@ class OnnxImport:
                     raise ModelFileError(
                         f"{self.filename}: node {_label(node)!r} ({node.op_type}) reads {name!r}, "
                         "which no graph input, initializer or earlier node defines (a missing "
-                        "initializer, or nodes out of order)")
-            defined.update(node.output)
+                        "initializer, a cycle, or nodes out of order)")
+            for name in node.output:
+                if name in defined:
+                    raise ModelFileError(f"{self.filename}: node {_label(node)!r} "
+                                         f"({node.op_type}) writes {name!r}, which is already "
+                                         "defined (duplicated tensor name)")
+            defined.update(name for name in node.output if name)
 
     def _pin_batch(self):
         """A symbolic or zero leading dimension of a graph input becomes 1 (batch 1)."""
@@ -271,5 +306,16 @@ def _dims(dims) -> str:
                                                           for d in dims) + "]"
 
 
+def _itemsize(elem_type: int) -> int:
+    """Bytes per element of ONNX element type `elem_type` (8 if unknown, e.g. strings)."""
+    try:
+        return onnx_module().helper.tensor_dtype_to_np_dtype(elem_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return 8
+
+
 def _type_name(elem_type: int) -> str:
-    return onnx_module().TensorProto.DataType.Name(elem_type)
+    try:
+        return onnx_module().TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return f"<unknown type {elem_type}>"

@@ -6,6 +6,8 @@ evaluates it here once, with onnx's own reference implementation, and the glcnn 
 keeps ops that touch activations. GL-free; needs the `onnx` package.
 """
 
+import math
+
 import numpy as np
 
 from ..errors import ModelFileError, UnsupportedOpError
@@ -13,6 +15,9 @@ from ..errors import ModelFileError, UnsupportedOpError
 # Ops whose output is not a function of their inputs: never folded.
 RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
               "Multinomial", "Bernoulli"}
+# Most elements a folded constant may have (256 MiB as float32): a model whose shape
+# arithmetic would build anything larger is refused before it is evaluated.
+MAX_FOLDED_ELEMENTS = 1 << 26
 
 
 def onnx_module():
@@ -34,13 +39,18 @@ def attributes(node) -> dict:
     onnx = onnx_module()
     out = {}
     for attr in node.attribute:
-        value = onnx.helper.get_attribute_value(attr)
-        if isinstance(value, bytes):
-            value = value.decode()
-        elif isinstance(value, onnx.TensorProto):
-            value = onnx.numpy_helper.to_array(value)
-        elif isinstance(value, list) and value and isinstance(value[0], bytes):
-            value = [v.decode() for v in value]
+        try:
+            value = onnx.helper.get_attribute_value(attr)
+            if isinstance(value, bytes):
+                value = value.decode()
+            elif isinstance(value, onnx.TensorProto):
+                value = onnx.numpy_helper.to_array(value)
+            elif isinstance(value, list) and value and isinstance(value[0], bytes):
+                value = [v.decode() for v in value]
+        except Exception as exc:  # noqa: BLE001 - onnx raises ValueError, TypeError, ...
+            raise ModelFileError(f"node {node.name!r} ({node.op_type}): attribute "
+                                 f"{attr.name!r} is unreadable ({type(exc).__name__}: "
+                                 f"{str(exc)[:200]})") from None
         out[attr.name] = value
     return out
 
@@ -92,9 +102,25 @@ class Folder:
         if not all(name in self.consts for name in node.input if name):
             return False
         outputs = [name for name in node.output if name]
+        self._check_size(node, outputs)
         for name, value in zip(outputs, self._evaluate(node, outputs)):
             self.consts[name] = np.asarray(value)
         return True
+
+    def _check_size(self, node, outputs) -> None:
+        """Refuse to fold a node whose output would exceed MAX_FOLDED_ELEMENTS, judging by
+        inferred shapes and by the inputs of ops that generate data (ConstantOfShape, ...).
+
+        Raises:
+            UnsupportedOpError: naming the node.
+        """
+        inferred = [math.prod(self.shapes[n]) for n in outputs
+                    if self.shapes.get(n) and None not in self.shapes[n]]
+        size = max(inferred + [_generated_elements(node, self.consts)])
+        if size > MAX_FOLDED_ELEMENTS:
+            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}) would build a "
+                                     f"constant of {size:,} elements (limit "
+                                     f"{MAX_FOLDED_ELEMENTS:,})")
 
     def _fold_shape(self, node) -> bool:
         dims = self.shapes.get(node.input[0])
@@ -123,6 +149,27 @@ class Folder:
         except Exception as exc:  # the reference implementation raises anything
             raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): cannot evaluate it "
                                      f"on its constant inputs ({exc})") from None
+
+
+def _generated_elements(node, consts: dict) -> int:
+    """Elements the data-generating ops make from their constant inputs (0 for others, or
+    if the inputs are malformed: the evaluator then reports them)."""
+    values = [np.asarray(consts[n]) if n else None for n in node.input]
+    try:
+        with np.errstate(all="ignore"):
+            if node.op_type == "ConstantOfShape":
+                return math.prod(int(d) for d in values[0].reshape(-1))
+            if node.op_type == "Expand":
+                dims = [abs(int(d)) for d in values[1].reshape(-1)]
+                return values[0].size * math.prod(dims)
+            if node.op_type == "Tile":
+                return values[0].size * math.prod(abs(int(r)) for r in values[1].reshape(-1))
+            if node.op_type == "Range":
+                start, limit, delta = (float(v) for v in values[:3])
+                return int(min(abs((limit - start) / delta), 1e30)) if delta else 0
+    except (TypeError, ValueError, IndexError, AttributeError, OverflowError):
+        return 0
+    return 0
 
 
 def fold_graph(model, consts: dict, rounds: int = 8) -> tuple[list, dict, dict]:

@@ -34,8 +34,17 @@ def supported_op_types() -> set[str]:
 
 
 def convert(imp, node) -> None:
-    """Convert one ONNX node that does not fold to a constant."""
-    CONVERTERS[node.op_type][0](imp, node, attributes(node))
+    """Convert one ONNX node that does not fold to a constant.
+
+    Raises:
+        UnsupportedOpError: naming the node; also for an attribute or constant input of the
+            wrong type or form that a converter's own checks do not name.
+    """
+    try:
+        CONVERTERS[node.op_type][0](imp, node, attributes(node))
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError) as exc:
+        fail(imp, node, f"malformed attribute or constant input ({type(exc).__name__}: "
+                        f"{str(exc)[:200]})")
 
 
 def fail(imp, node, message: str):

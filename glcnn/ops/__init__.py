@@ -3,6 +3,7 @@
 Importing this package imports every op module, which fills `REGISTRY`.
 """
 
+from ..limits import check_atlas
 from . import (  # noqa: F401  (registration)
     activation,
     batchnorm,
@@ -30,6 +31,8 @@ def build_ops(graph) -> tuple[list[Op], dict[str, tuple]]:
         (ops in graph order, tensor name -> (C, H, W)).
     Raises:
         GraphError, UnsupportedOpError, WeightError, ShapeError: naming the layer.
+        TextureSizeError: a layer's output no GL texture could hold (checked before the
+            next op looks at it, so no hostile size makes later checks loop for long).
     """
     graph.validate()
     shapes = {name: tuple(int(v) for v in s) for name, s in graph.inputs.items()}
@@ -37,6 +40,7 @@ def build_ops(graph) -> tuple[list[Op], dict[str, tuple]]:
     for node in graph.nodes:
         op = make_op(node, [shapes[t] for t in node.inputs])
         shapes[node.name] = op.output_shape()
+        check_atlas(shapes[node.name], f"output of layer {node.name!r} ({node.op})")
         ops.append(op)
     return ops, shapes
 

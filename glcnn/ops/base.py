@@ -39,12 +39,28 @@ def register(op_type: str):
 
 
 def make_op(node: Node, in_shapes: list[tuple]) -> "Op":
-    """Instantiate the registered op for `node`, validating its attributes and weights."""
+    """Instantiate the registered op for `node`, validating its attributes and weights.
+
+    Raises:
+        UnsupportedOpError, ShapeError, WeightError: naming the layer. An attribute of the
+            wrong type or form (a string where a list of ints belongs, a NaN scale, ...)
+            that an op's checks do not name is reported as UnsupportedOpError here.
+    """
     cls = REGISTRY.get(node.op)
     if cls is None:
         raise UnsupportedOpError(f"layer {node.name!r}: op type {node.op!r} is not supported; "
                                  f"supported: {', '.join(sorted(REGISTRY))}")
-    return cls(node, in_shapes)
+    try:
+        return cls(node, in_shapes)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError) as exc:
+        raise UnsupportedOpError(f"layer {node.name!r} ({node.op}): malformed attributes "
+                                 f"{_short(node.attrs)} or weights {sorted(node.weights)} "
+                                 f"for inputs {in_shapes} ({type(exc).__name__}: {exc})") from None
+
+
+def _short(value, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 class Op:

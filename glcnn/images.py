@@ -1,0 +1,118 @@
+"""Input files for `glcnn run` / `glcnn diff`: `.npy` arrays and images of any mode (GL-free).
+
+Images become (C, H, W) float32 in [0, 1] for a model taking C = 1, 3 or 4 channels:
+
+| image mode                  | becomes                                                |
+|-----------------------------|--------------------------------------------------------|
+| RGB, CMYK, YCbCr, P, ...    | RGB / 255 (palette images through their palette)       |
+| RGBA, LA, PA, P with alpha  | RGBA / 255; a 1- or 3-channel model drops alpha (noted) |
+| L, 1                        | grey / 255                                             |
+| I;16, I;16B, I (16-bit)     | grey / 65535 (not clipped to 8 bits)                   |
+| F, I beyond 0..65535        | refused: the value range is unknown, use .npy          |
+
+Grey feeds a 3-channel model as three equal channels; colour feeds a 1-channel model as
+luma (ITU-R 601: 0.299 R + 0.587 G + 0.114 B). Images of another size are resized
+bilinearly (noted on stderr).
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ShapeError
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+_SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+_LUMA = np.array([0.299, 0.587, 0.114], np.float32)
+
+
+def read_npy(path: Path) -> np.ndarray:
+    """A `.npy` file as float32, its header checked first (plain numbers, not truncated).
+
+    Raises:
+        ShapeError: unreadable, truncated, or not a plain numeric array.
+    """
+    from .importers.npz import read_header
+    try:
+        with open(path, "rb") as stream:
+            shape, dtype = read_header(stream, str(path), ShapeError)
+            available = path.stat().st_size - stream.tell()
+        if int(np.prod(shape, dtype=np.float64)) * dtype.itemsize > available:
+            raise ShapeError(f"{path}: truncated .npy file (its header declares {shape} "
+                             f"{dtype}, more than the {available} bytes that follow)")
+        return np.load(path, allow_pickle=False).astype(np.float32)
+    except (OSError, ValueError) as exc:
+        raise ShapeError(f"{path}: not a readable .npy array ({exc})") from None
+
+
+def read_image(path: Path, shape) -> np.ndarray:
+    """An image file as (C, H, W) float32 in [0, 1] for a model input of `shape`.
+
+    Raises:
+        ShapeError: unreadable image, a mode whose range is unknown, or C not 1, 3 or 4.
+    """
+    c, h, w = shape
+    if c not in (1, 3, 4):
+        raise ShapeError(f"{path}: model input has {c} channels; images give 1, 3 or 4, "
+                         "use .npy")
+    pixels = _unit_pixels(_open(path), path)
+    pixels = _match_channels(pixels, c, path)
+    if pixels.shape[:2] != (h, w):
+        print(f"glcnn: resizing {path.name} from {pixels.shape[1]}x{pixels.shape[0]} to the "
+              f"model's {w}x{h}", file=sys.stderr)
+        pixels = _resize(pixels, (w, h))
+    return np.ascontiguousarray(pixels.transpose(2, 0, 1), np.float32)
+
+
+def _open(path: Path):
+    from PIL import Image, UnidentifiedImageError
+    try:
+        image = Image.open(path)
+        image.load()
+    except (OSError, ValueError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
+        raise ShapeError(f"{path}: cannot read image ({exc})") from None
+    return image
+
+
+def _unit_pixels(image, path) -> np.ndarray:
+    """(H, W, 1 | 3 | 4) float32 in [0, 1] from a PIL image of any mode."""
+    if image.mode in _SIXTEEN_BIT:
+        values = np.asarray(image).astype(np.float32)
+        if values.min() < 0 or values.max() > 65535:
+            raise ShapeError(f"{path}: 32-bit integer image with values outside 0..65535; "
+                             "its range is unknown, give the input as .npy")
+        return values[..., None] / 65535.0
+    if image.mode == "F":
+        raise ShapeError(f"{path}: 32-bit float image; its value range is unknown, give the "
+                         "input as .npy")
+    alpha = "A" in image.mode or "a" in image.mode or "transparency" in image.info
+    target = "RGBA" if alpha else "L" if image.mode in ("L", "1") else "RGB"
+    try:
+        converted = image.convert(target)
+    except ValueError as exc:
+        raise ShapeError(f"{path}: cannot convert image mode {image.mode} ({exc})") from None
+    values = np.asarray(converted, np.float32) / 255.0
+    return values.reshape(*values.shape[:2], -1)
+
+
+def _match_channels(pixels: np.ndarray, c: int, path) -> np.ndarray:
+    """Grey, RGB or RGBA pixels as `c` channels (see the module table)."""
+    have = pixels.shape[2]
+    if have == 4 and c != 4:
+        print(f"glcnn: ignoring the alpha channel of {path.name}", file=sys.stderr)
+        pixels, have = pixels[..., :3], 3
+    if have == c:
+        return pixels
+    if c == 1:
+        return (pixels[..., :3] @ _LUMA)[..., None]
+    rgb = np.repeat(pixels, 3, axis=2) if have == 1 else pixels
+    return rgb if c == 3 else np.concatenate([rgb, np.ones_like(rgb[..., :1])], axis=2)
+
+
+def _resize(pixels: np.ndarray, size) -> np.ndarray:
+    """Bilinear resize of float (H, W, C) to `size` = (width, height), channel by channel."""
+    from PIL import Image
+    planes = [np.asarray(Image.fromarray(np.ascontiguousarray(pixels[..., i], np.float32))
+                         .resize(size, Image.BILINEAR)) for i in range(pixels.shape[2])]
+    return np.stack(planes, axis=2)
