@@ -128,3 +128,27 @@ def test_video_file_source_screenshot_matches_numpy(display, tmp_path):
     image, log = view(display, tmp_path, "--source", path, "--frames", 2)
     assert f"video {path}" in log
     check_frame(image, frames[1].transpose(2, 0, 1).astype(np.float64) / 255)
+
+
+def test_dcgan_walk_demo_tiles_match_numpy(display, tmp_path):
+    """demos/dcgan_walk.py: each of the 16 tiles is the generator at that tile's latent."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("dcgan_walk", ROOT / "demos" / "dcgan_walk.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    shot = tmp_path / "walk.png"
+    done = subprocess.run([sys.executable, str(ROOT / "demos" / "dcgan_walk.py"), "--frames", "2",
+                           "--screenshot", str(shot)], env={**os.environ, "DISPLAY": display},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    image = np.asarray(Image.open(shot).convert("RGB")).astype(np.int16)
+    graph = glcnn.load_graph(ROOT / "weights" / "dcgan_shapes.npz")
+    latents = demo.LatentWalk(graph.inputs["z"][0]).at(1)  # the second frame is the last one
+    tile = demo.TILE
+    for i in (0, 5, 15):
+        y = reference.run(graph, {"z": latents[i].reshape(graph.inputs["z"])})["main.13"]
+        row, col = divmod(i, demo.GRID)
+        pixels = image[row * tile:(row + 1) * tile, col * tile:(col + 1) * tile]
+        v, u = np.mgrid[0:tile, 0:tile]
+        expected = expected_image(y, (u + 0.5) / tile, (v + 0.5) / tile, -1, 1)
+        assert np.abs(pixels - expected).max() <= 1, i
