@@ -292,3 +292,57 @@ def test_classifier_output_keeps_onnx_shape(tmp_path, ctx):
     expected = ort.InferenceSession(str(path)).run(None, {"x": x})[0]
     assert y.shape == (1, 5)
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
+def _missing_initializer_model():
+    node = helper.make_node("Conv", ["x", "W_missing"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", 1, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("case", ["truncated", "not-onnx", "unsupported-op", "missing-initializer",
+                                  "wrong-shape", "wrong-dtype", "too-large"])
+def test_cli_bad_files_and_inputs_are_one_line_exit_2(case, tmp_path, ctx):
+    """Each bad model or input: one line on stderr naming the problem, exit status 2."""
+    good = save(single_node("Relu", (1, 3, 4, 4)), tmp_path)
+    x = rand(1, 3, 4, 4)
+    if case == "truncated":
+        data = flatten_gemm().SerializeToString()
+        (tmp_path / "cut.onnx").write_bytes(data[: len(data) // 2])
+        model, expect = tmp_path / "cut.onnx", "cut.onnx"
+    elif case == "not-onnx":
+        (tmp_path / "text.onnx").write_text("hello, not a model")
+        model, expect = tmp_path / "text.onnx", "text.onnx"
+    elif case == "unsupported-op":
+        model, expect = save(single_node("Erf", (1, 3, 4, 4)), tmp_path, "erf.onnx"), "Erf"
+    elif case == "missing-initializer":
+        model, expect = save(_missing_initializer_model(), tmp_path, "mi.onnx"), "W_missing"
+    elif case == "wrong-shape":
+        model, expect, x = good, "(3, 4, 4)", rand(1, 3, 5, 4)
+    elif case == "wrong-dtype":
+        model, expect, x = good, "dtype", np.array([["a"] * 4] * 4)
+    else:
+        big = ctx.max_texture_size + 1
+        model, expect = save(single_node("Relu", (1, 4, big, 2)), tmp_path, "big.onnx"), str(big)
+    np.save(tmp_path / "x.npy", x)
+    done = subprocess.run([sys.executable, "-m", "glcnn.cli", "run", model, tmp_path / "x.npy"],
+                          capture_output=True, text=True, check=False)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert expect in lines[0], lines[0]
+
+
+def test_cli_info_parameter_total_matches_onnx(tmp_path):
+    """`glcnn info` counts the same parameters as the ONNX file's initializers."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(8, 4, 1), torch.nn.AdaptiveAvgPool2d(1),
+                              torch.nn.Flatten(), torch.nn.Linear(4, 5)).eval()
+    path = tmp_path / "net.onnx"
+    torch.onnx.export(net, torch.zeros(1, 3, 16, 16), str(path), dynamo=False)
+    expected = sum(int(np.prod(t.dims)) for t in onnx.load(str(path)).graph.initializer)
+    done = subprocess.run([sys.executable, "-m", "glcnn.cli", "info", path],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert f"{expected:,} params" in done.stdout, done.stdout
