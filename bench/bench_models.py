@@ -5,11 +5,12 @@
 Models, with the same seeded random weights in both frameworks: the 32² autoencoder, the
 DCGAN generator (z 100×1×1 → 3×64×64) and the autoencoder at 64², 128², 256². glcnn's
 output is first compared with PyTorch's; the script aborts if the max abs difference exceeds
-1e-3 (fp32) or 1e-2 (fp16 storage), so it never times a wrong computation.
+1e-3 (fp32), 1e-2 (fp16) or 5e-2 (u8, calibrated on 32 other inputs), so it never times a
+wrong computation.
 
 Measured, wall clock (GL timer queries are meaningless on llvmpipe):
 - glcnn `pipe.run(x)` (upload, passes, readback), and `pipe.run(x, readback=False)` then
-  `ctx.gl.finish()`, with fp32 and fp16 activation storage;
+  `ctx.gl.finish()`, with fp32, fp16 and u8 activation storage;
 - PyTorch in eval mode under `torch.inference_mode()`, `torch.set_num_threads(<cores>)`;
 - median and min ms over up to --runs runs after --warmup runs; a measurement stops early
   once it has spent --budget seconds (but has at least 3 runs) so large frames stay cheap;
@@ -45,7 +46,8 @@ except ImportError:  # running from a checkout without `pip install -e .`
 from glcnn import models
 
 ROOT = Path(__file__).resolve().parents[1]
-TOLERANCE = {"fp32": 1e-3, "fp16": 1e-2}
+TOLERANCE = {"fp32": 1e-3, "fp16": 1e-2, "u8": 5e-2}
+PRECISIONS = ("fp32", "fp16", "u8")
 MIN_RUNS = 3
 
 
@@ -154,7 +156,7 @@ def bench_glcnn(name, graph, x, ref, precision, timing):
 
 
 def bench_case(case, timing):
-    """Build stats and rows of one model: PyTorch, then glcnn fp32 and fp16."""
+    """Build stats and rows of one model: PyTorch, then glcnn fp32, fp16 and u8."""
     name, make_model, make_graph, shape = case
     model = seeded_model(make_model)
     graph = make_graph({k: v.detach().numpy().copy() for k, v in model.state_dict().items()})
@@ -164,8 +166,11 @@ def bench_case(case, timing):
         xt = torch.from_numpy(x)
         ref = model(xt).numpy()
         torch_ms = measure(lambda: model(xt), *timing)
+    # u8 ranges from other inputs of the same distribution (as a user would calibrate).
+    glcnn.calibrate(graph, [(rng.random(shape) if shape[1] == 3 else rng.standard_normal(shape))
+                            .astype(np.float32) for _ in range(32)])
     builds, rows = [], []
-    for precision in ("fp32", "fp16"):
+    for precision in PRECISIONS:
         stats, r = bench_glcnn(name, graph, x, ref, precision, timing)
         builds.append(stats)
         rows += r
@@ -209,8 +214,10 @@ def summary(rows) -> str:
             lines[r["model"]] = [r["model"], f"{r['median_ms']:.2f}"]
         elif not r["impl"].endswith("no readback"):
             lines[r["model"]] += [f"{r['median_ms']:.1f}", f"{r['ratio']:.0f}"]
-    return table(["model", "torch ms", "glcnn fp32 ms", "fp32 ratio", "glcnn fp16 ms",
-                  "fp16 ratio"], lines.values())
+    head = ["model", "torch ms"]
+    for p in PRECISIONS:
+        head += [f"glcnn {p} ms", f"{p} ratio"]
+    return table(head, lines.values())
 
 
 def markdown(info, builds, rows, seconds) -> str:
