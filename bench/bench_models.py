@@ -29,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import OrderedDict
 from datetime import datetime
 from pathlib import Path
 
@@ -45,44 +44,21 @@ except ImportError:  # running from a checkout without `pip install -e .`
     import glcnn
 from glcnn import models
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+from torch_models import Autoencoder, DCGANGenerator  # noqa: E402  (torch twins)
+
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = {"fp32": 1e-3, "fp16": 1e-2, "u8": 5e-2}
 PRECISIONS = ("fp32", "fp16", "u8")
 MIN_RUNS = 3
 
 
-class TorchAutoencoder(nn.Module):
-    """glcnn.models.autoencoder in PyTorch, with the same state_dict names."""
-
-    def __init__(self):
-        super().__init__()
-        self.enc1 = nn.Conv2d(3, 64, 4, 2, 1)
-        self.enc2 = nn.Conv2d(64, 256, 4, 2, 1)
-        self.dec1 = nn.ConvTranspose2d(256, 64, 4, 2, 1)
-        self.dec2 = nn.ConvTranspose2d(64, 3, 4, 2, 1)
-
-    def forward(self, x):
-        x = torch.relu(self.enc2(torch.relu(self.enc1(x))))
-        return torch.sigmoid(self.dec2(torch.relu(self.dec1(x))))
-
-
-def torch_dcgan(nz=100, ngf=64, nc=3) -> nn.Module:
-    """The PyTorch DCGAN tutorial generator; its state_dict keys are main.0.weight, ..."""
-    chans, layers = [nz, ngf * 8, ngf * 4, ngf * 2, ngf], []
-    for i in range(4):
-        stride, pad = (1, 0) if i == 0 else (2, 1)
-        layers += [nn.ConvTranspose2d(chans[i], chans[i + 1], 4, stride, pad, bias=False),
-                   nn.BatchNorm2d(chans[i + 1]), nn.ReLU(True)]
-    layers += [nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False), nn.Tanh()]
-    return nn.Sequential(OrderedDict(main=nn.Sequential(*layers)))
-
-
 def cases():
     """(name, torch module factory, weights -> glcnn Graph, input shape) of every model."""
     def ae(s):
-        return (f"autoencoder {s}²", TorchAutoencoder,
+        return (f"autoencoder {s}²", Autoencoder,
                 lambda w: models.autoencoder((s, s), weights=w), (1, 3, s, s))
-    dcgan = ("DCGAN generator", torch_dcgan, lambda w: models.dcgan_generator(weights=w),
+    dcgan = ("DCGAN generator", DCGANGenerator, lambda w: models.dcgan_generator(weights=w),
              (1, 100, 1, 1))
     return [ae(32), dcgan, ae(64), ae(128), ae(256)]
 

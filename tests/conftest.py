@@ -5,8 +5,13 @@ instead of skipping it.
 """
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+# The PyTorch twins of glcnn.models (train/torch_models.py) for parity tests.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
 
 import glcnn
 

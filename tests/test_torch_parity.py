@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from helpers import PRECISIONS, assert_close, single_op_graph, storable
 from torch import nn
+from torch_models import Autoencoder, DCGANGenerator
 
 import glcnn
 from glcnn import models
@@ -98,50 +99,7 @@ def test_batch_norm_eval(ctx, shape, precision):
     assert_close(y, expected[0].numpy(), precision, f"BatchNormalization {shape}")
 
 
-# --- whole models -------------------------------------------------------------------------
-class DCGANGenerator(nn.Module):
-    """The PyTorch DCGAN tutorial generator, module for module."""
-
-    def __init__(self, nz=100, ngf=64, nc=3):
-        super().__init__()
-        self.main = nn.Sequential(
-            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
-            nn.BatchNorm2d(ngf * 8),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 4),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 2),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
-            nn.Tanh(),
-        )
-
-    def forward(self, z):
-        return self.main(z)
-
-
-class Autoencoder(nn.Module):
-    """The autoencoder of glcnn.models (and train/train_autoencoder.py)."""
-
-    def __init__(self):
-        super().__init__()
-        self.enc1 = nn.Conv2d(3, 64, 4, stride=2, padding=1)
-        self.enc2 = nn.Conv2d(64, 256, 4, stride=2, padding=1)
-        self.dec1 = nn.ConvTranspose2d(256, 64, 4, stride=2, padding=1)
-        self.dec2 = nn.ConvTranspose2d(64, 3, 4, stride=2, padding=1)
-
-    def forward(self, x):
-        x = F.relu(self.enc1(x))
-        x = F.relu(self.enc2(x))
-        x = F.relu(self.dec1(x))
-        return torch.sigmoid(self.dec2(x))
-
-
+# --- whole models (their PyTorch twins live in train/torch_models.py) ---------------------
 def _dcgan(seed=0):
     """Seeded weights (tutorial init) and BatchNorm statistics that are far from identity.
 

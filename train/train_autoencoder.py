@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch_models import Autoencoder
 
 REPO = Path(__file__).resolve().parents[1]
 # Natural RGB photos that ship inside the scikit-image wheel (no pooch download needed).
@@ -33,21 +33,6 @@ HELDOUT_IMAGE = "coffee"
 PATCH = 32
 
 
-class Autoencoder(nn.Module):
-    """3 -> 64 -> 256 channels at 1/4 resolution, then back to 3 channels in [0, 1]."""
-
-    def __init__(self):
-        super().__init__()
-        self.enc1 = nn.Conv2d(3, 64, 4, stride=2, padding=1)
-        self.enc2 = nn.Conv2d(64, 256, 4, stride=2, padding=1)
-        self.dec1 = nn.ConvTranspose2d(256, 64, 4, stride=2, padding=1)
-        self.dec2 = nn.ConvTranspose2d(64, 3, 4, stride=2, padding=1)
-
-    def forward(self, x):
-        x = F.relu(self.enc1(x))
-        x = F.relu(self.enc2(x))
-        x = F.relu(self.dec1(x))
-        return torch.sigmoid(self.dec2(x))
 
 
 def load_image(name):

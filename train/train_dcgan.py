@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from torch_models import DCGANGenerator as Generator
 
 REPO = Path(__file__).resolve().parents[1]
 SIZE = 64          # output resolution of the tutorial generator (4 -> 8 -> 16 -> 32 -> 64)
@@ -108,32 +109,6 @@ def weights_init(m):
     elif isinstance(m, nn.BatchNorm2d):
         nn.init.normal_(m.weight, 1.0, 0.02)
         nn.init.zeros_(m.bias)
-
-
-class Generator(nn.Module):
-    """The DCGAN tutorial generator; module names main.0 ... main.13 match glcnn's builder."""
-
-    def __init__(self, nz=32, ngf=16, nc=3):
-        super().__init__()
-        self.main = nn.Sequential(
-            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
-            nn.BatchNorm2d(ngf * 8),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 4),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 2),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
-            nn.Tanh(),
-        )
-
-    def forward(self, z):
-        return self.main(z)
 
 
 class Discriminator(nn.Module):
