@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import GlcnnError, ShapeError
-from .images import IMAGE_SUFFIXES, read_image, read_npy
+from .inputs import IMAGE_SUFFIXES, read_image, read_npy
 from .precision import TOLERANCE
 
 
@@ -63,7 +63,7 @@ def _add_diff_parser(sub) -> None:
 
 def read_input(path: Path, shape, value_range) -> np.ndarray:
     """A float32 array from `.npy` (as stored), or an image of any mode converted to
-    (C, H, W) = `shape` and scaled from [0, 1] to `value_range` (see glcnn.images)."""
+    (C, H, W) = `shape` and scaled from [0, 1] to `value_range` (see glcnn.inputs)."""
     if path.suffix.lower() == ".npy":
         return read_npy(path)
     if path.suffix.lower() not in IMAGE_SUFFIXES:

@@ -86,7 +86,8 @@ class Graph:
             WeightError: a weight that is not a real-valued array.
         """
         defined = set(self._check_inputs())
-        produced_later = {n.name for n in self.nodes if isinstance(n, Node)}
+        produced_later = {n.name for n in self.nodes
+                          if isinstance(n, Node) and isinstance(n.name, str)}
         for node in self.nodes:
             _check_node(node)
             missing = [t for t in node.inputs if t not in defined]

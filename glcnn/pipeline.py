@@ -5,6 +5,7 @@ share a texture), compiles each distinct program once, and records one pass per 
 `run()` then only uploads the input, binds, draws and (optionally) reads back.
 """
 
+import contextlib
 import functools
 import math
 import os
@@ -18,6 +19,7 @@ import numpy as np
 from .context import Context
 from .errors import ContextError, GlcnnError, ShapeError, TextureSizeError
 from .graph import Graph
+from .inputs import array_ndim, checked_input
 from .layout import Atlas, pack, unpack
 from .limits import memory_budget as memory_budget_bytes
 from .limits import mib
@@ -103,7 +105,8 @@ class Pipeline:
                 self.passes.append(self._make_pass(op))
             self.ctx.check_error(f"compiling {len(self.ops)} layers")
         except BaseException:
-            self.release()
+            with contextlib.suppress(moderngl.Error):  # keep the first error, not a lost context's
+                self.release()
             raise
 
     # --- compile -----------------------------------------------------------------------
@@ -220,7 +223,7 @@ class Pipeline:
             GlcnnError: the pipeline was released.
         """
         feeds = self._feeds(inputs, named)
-        batched = any(_ndim(v) == 4 for v in feeds.values())
+        batched = any(array_ndim(v) == 4 for v in feeds.values())
         for name, value in feeds.items():
             self.upload(name, value)
         self.execute()
@@ -401,52 +404,6 @@ class Pipeline:
     def __repr__(self):
         return (f"Pipeline({len(self.passes)} passes, inputs={self.graph.inputs}, "
                 f"outputs={self.graph.outputs}, {self.precision})")
-
-
-def checked_input(name: str, value, expected: tuple, own: tuple = (),
-                  nhwc: bool = False) -> np.ndarray:
-    """`value` as a (C, H, W) array of real numbers, all finite, for input `name`.
-
-    Args:
-        expected: the input's (C, H, W).
-        own: the model file's own shape of the input (e.g. ONNX (1, F)), also accepted.
-    Raises:
-        ShapeError: as for `Pipeline.upload`.
-    """
-    try:
-        x = np.asarray(value)
-    except (ValueError, TypeError) as exc:  # ragged nested lists, odd objects
-        raise ShapeError(f"input {name!r} is not an array ({exc})") from None
-    given = x.shape
-    if own and x.shape == own:  # e.g. an ONNX (1, F) vector, a TF.js (1, H, W, C) image
-        x = x[0].transpose(2, 0, 1) if nhwc and x.ndim == 4 else x.reshape(expected)
-    if x.ndim == 4 and x.shape[0] == 1:
-        x = x[0]
-    if x.shape != expected:
-        raise ShapeError(f"input {name!r} has shape {given}; expected {expected} or "
-                         f"{(1, *expected)} (NCHW, batch 1){_layout_hint(given, expected)}")
-    if x.dtype == bool or not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
-        raise ShapeError(f"input {name!r} has dtype {x.dtype}; expected real numbers "
-                         "(float32, or any float or integer type)")
-    if x.dtype.kind == "f" and not np.isfinite(x).all():
-        nan, inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
-        raise ShapeError(f"input {name!r} holds {nan} NaN and {inf} Inf values; glcnn "
-                         "refuses non-finite inputs (they would spread through every layer)")
-    return x
-
-
-def _ndim(value) -> int:
-    try:
-        return np.ndim(value)
-    except (ValueError, TypeError):  # ragged: upload() reports it
-        return 0
-
-
-def _layout_hint(shape: tuple, expected: tuple) -> str:
-    c, h, w = expected
-    if tuple(shape[-3:]) == (h, w, c) and len(shape) in (3, 4) and c != w:
-        return "; this looks channels-last (HWC): transpose it to CHW first"
-    return ""
 
 
 def _debug() -> int:

@@ -57,6 +57,20 @@ vec4 encode(vec4 value, ivec4 shape, int slice) {
 #endif
 }
 
+// Top-left texel of `slice`'s tile in the atlas of `shape`.
+ivec2 tile_origin(ivec4 shape, int slice) {
+    int cols = grid_cols(shape);
+    return ivec2(slice % cols, slice / cols) * shape.zy;
+}
+
+// Texel p of t (inside t) given inv_size = 1 / textureSize(t, 0), read as a NEAREST sample at
+// the texel centre: the same value as texelFetch on every GL (pipeline textures have no
+// mipmaps and NEAREST filters, so the explicit LOD is exact and needs no derivatives), and
+// about twice as fast on llvmpipe, whose texelFetch pays for bounds checks (DESIGN.md 5).
+vec4 sample_texel(sampler2D t, vec2 inv_size, ivec2 p) {
+    return textureLod(t, (vec2(p) + 0.5) * inv_size, 0.0);
+}
+
 // Texel (x, y) of `slice`; zero outside the HxW tile (padding taps are masked, not clamped).
 vec4 fetch(sampler2D t, ivec4 shape, int slice, int y, int x) {
     bool inside = uint(y) < uint(shape.y) && uint(x) < uint(shape.z);

@@ -28,8 +28,8 @@ from glcnn import cli, models, reference
 from glcnn.builder import Builder
 from glcnn.context import build_source
 from glcnn.graph import Graph, Node
-from glcnn.images import read_image
 from glcnn.importers.npz import FORMAT
+from glcnn.inputs import read_image
 from glcnn.ops import build_ops
 from glcnn.passes import optimize
 
@@ -85,7 +85,7 @@ def no_gl_objects_left(before: dict) -> None:
 
 # --- 1. one hierarchy, one-line CLI errors ------------------------------------------------------
 USER_FACING = ["importers", "pipeline.py", "graph.py", "builder.py", "cli.py", "context.py",
-               "images.py", "limits.py", "viewer.py", "sources.py"]
+               "inputs.py", "limits.py", "viewer.py", "sources.py"]
 BUILTIN_ERRORS = {"ValueError", "KeyError", "AssertionError", "IndexError", "TypeError",
                   "RuntimeError", "Exception", "OSError", "AttributeError"}
 
@@ -169,6 +169,7 @@ NPZ_CASES = {  # id: (mutation of small_graph's document and arrays, error, mess
     "dangling-edge": (_node(1, inputs=["ghost"]), glcnn.GraphError, "dangling"),
     "duplicated-layer": (_node(1, name="c"), glcnn.GraphError, "defined twice"),
     "layer-named-as-input": (_node(1, name="x"), glcnn.GraphError, "defined twice"),
+    "name-not-a-string": (_node(1, name=["y"]), glcnn.GraphError, "non-empty string"),
     "no-inputs": (_node(1, inputs=[]), glcnn.GraphError, "non-empty list"),
     "missing-output": (lambda d, a: d.update(outputs=["z"]), glcnn.GraphError, "'z'"),
     "huge-pads": (_node(0, attrs={"pads": [10**9] * 4}), glcnn.GraphError, "pads"),
@@ -353,12 +354,13 @@ def test_onnx_structure_is_validated(case, tmp_path):
         optimize(glcnn.load_graph(path))
 
 
-@pytest.mark.parametrize("case", ["empty", "truncated", "garbage", "npz-bytes"])
+@pytest.mark.parametrize("case", ["empty", "truncated", "garbage", "npz-bytes", "invalid-utf8"])
 def test_onnx_bytes_are_validated(case, tmp_path):
     pytest.importorskip("onnx")
     ok = onnx_model().SerializeToString()
     data = {"empty": b"", "truncated": ok[:len(ok) // 2], "garbage": b"\xff" * 300,
-            "npz-bytes": _valid_npz_bytes(tmp_path)}[case]
+            "npz-bytes": _valid_npz_bytes(tmp_path),
+            "invalid-utf8": ok.replace(b"Relu", b"\x80elu")}[case]
     path = tmp_path / "m.onnx"
     path.write_bytes(data)
     with pytest.raises(glcnn.ModelFileError, match="m.onnx"):
@@ -548,7 +550,7 @@ def test_images_of_unknown_range_are_refused(tmp_path):
 
 
 def test_bad_npy_inputs_are_refused(tmp_path):
-    from glcnn.images import read_npy
+    from glcnn.inputs import read_npy
     (tmp_path / "short.npy").write_bytes(npy_bytes((1 << 40,), payload=b"\0" * 64))
     with pytest.raises(glcnn.ShapeError, match="truncated"):
         read_npy(tmp_path / "short.npy")

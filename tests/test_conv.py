@@ -4,11 +4,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from helpers import check_op, single_op_graph
+from helpers import assert_close, check_op, single_op_graph
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import glcnn
+from glcnn import reference
 from glcnn.graph import Node
 from glcnn.ops import make_op
 
@@ -103,6 +104,20 @@ NAMED_PARAMS = [pytest.param(case, variant, p, id=case.id(p))
 def test_named_case(ctx, case, variant, precision):
     assert case.make().variant() == variant, f"{case} should run the {variant} shader"
     check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(1), precision)
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=case.id("u8")) for case, _ in NAMED])
+def test_named_case_u8(ctx, case):
+    """Every named case with range-scaled RGBA8 storage: decode() inside each tap loop."""
+    graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights(1))
+    rng = np.random.default_rng(3)
+    feeds = [{"x0": (rng.standard_normal(case.in_shape) * 4).astype(np.float32)}
+             for _ in range(4)]
+    # The evaluated input is a calibration sample: this measures the shader, not coverage.
+    glcnn.calibrate(graph, feeds, ctx)
+    ref = reference.run(graph, feeds[0])["y"]
+    with glcnn.Pipeline(graph, ctx, precision="u8") as pipe:
+        assert_close(pipe.run(feeds[0]), ref, "u8", f"{case} seed=3")
 
 
 # --- hypothesis: random valid configurations --------------------------------------------

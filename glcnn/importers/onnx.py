@@ -64,7 +64,27 @@ def read_model(path):
     if model.ir_version <= 0 or not model.graph.output:
         raise ModelFileError(f"{path}: not an ONNX model (no graph outputs; empty, truncated "
                              "or another format)")
+    _check_text(model, path)
     return model
+
+
+def _check_text(model, path) -> None:
+    """Names and op types must be text: protobuf hands invalid UTF-8 over as bytes.
+
+    Raises:
+        ModelFileError: naming the first such field.
+    """
+    graph = model.graph
+    fields = [o.domain for o in model.opset_import]
+    fields += [i.name for i in [*graph.input, *graph.output, *graph.initializer,
+                                *graph.value_info]]
+    for node in graph.node:
+        fields += [node.op_type, node.domain, node.name, *node.input, *node.output]
+        fields += [a.name for a in node.attribute]
+    bad = next((f for f in fields if not isinstance(f, str)), None)
+    if bad is not None:
+        raise ModelFileError(f"{path}: a name or op type is not valid UTF-8 ({bad[:40]!r}); "
+                             "the file is corrupt")
 
 
 def _label(node) -> str:

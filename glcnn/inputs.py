@@ -1,4 +1,8 @@
-"""Input files for `glcnn run` / `glcnn diff`: `.npy` arrays and images of any mode (GL-free).
+"""Model inputs (GL-free): arrays given to a Pipeline, checked; and the files `glcnn run` /
+`glcnn diff` read them from, `.npy` arrays and images of any mode.
+
+Arrays (`checked_input`): (C, H, W) or (1, C, H, W), any real dtype, any strides; bool,
+complex, strings, objects and NaN/Inf are refused with a ShapeError.
 
 Images become (C, H, W) float32 in [0, 1] for a model taking C = 1, 3 or 4 channels:
 
@@ -116,3 +120,52 @@ def _resize(pixels: np.ndarray, size) -> np.ndarray:
     planes = [np.asarray(Image.fromarray(np.ascontiguousarray(pixels[..., i], np.float32))
                          .resize(size, Image.BILINEAR)) for i in range(pixels.shape[2])]
     return np.stack(planes, axis=2)
+
+
+def checked_input(name: str, value, expected: tuple, own: tuple = (),
+                  nhwc: bool = False) -> np.ndarray:
+    """`value` as a (C, H, W) array of real numbers, all finite, for input `name`.
+
+    Args:
+        expected: the input's (C, H, W).
+        own: the model file's own shape of the input (e.g. ONNX (1, F)), also accepted.
+        nhwc: the model's own layout is channels-last (TF.js): an array of shape `own`
+            (1, H, W, C) is transposed to (C, H, W).
+    Raises:
+        ShapeError: as for `Pipeline.upload`.
+    """
+    try:
+        x = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nested lists, odd objects
+        raise ShapeError(f"input {name!r} is not an array ({exc})") from None
+    given = x.shape
+    if own and x.shape == own:  # e.g. an ONNX (1, F) vector, a TF.js (1, H, W, C) image
+        x = x[0].transpose(2, 0, 1) if nhwc and x.ndim == 4 else x.reshape(expected)
+    if x.ndim == 4 and x.shape[0] == 1:
+        x = x[0]
+    if x.shape != expected:
+        raise ShapeError(f"input {name!r} has shape {given}; expected {expected} or "
+                         f"{(1, *expected)} (NCHW, batch 1){_layout_hint(given, expected)}")
+    if x.dtype == bool or not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
+        raise ShapeError(f"input {name!r} has dtype {x.dtype}; expected real numbers "
+                         "(float32, or any float or integer type)")
+    if x.dtype.kind == "f" and not np.isfinite(x).all():
+        nan, inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
+        raise ShapeError(f"input {name!r} holds {nan} NaN and {inf} Inf values; glcnn "
+                         "refuses non-finite inputs (they would spread through every layer)")
+    return x
+
+
+def array_ndim(value) -> int:
+    """np.ndim, or 0 for what is not an array (ragged lists: checked_input reports them)."""
+    try:
+        return np.ndim(value)
+    except (ValueError, TypeError):
+        return 0
+
+
+def _layout_hint(shape: tuple, expected: tuple) -> str:
+    c, h, w = expected
+    if tuple(shape[-3:]) == (h, w, c) and len(shape) in (3, 4) and c != w:
+        return "; this looks channels-last (HWC): transpose it to CHW first"
+    return ""
