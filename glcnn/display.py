@@ -7,6 +7,7 @@ framebuffer with shaders/display.glsl, which maps values to colours.
 """
 
 import math
+
 import moderngl
 
 from .layout import Atlas

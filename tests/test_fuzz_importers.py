@@ -17,8 +17,8 @@ cached by design) or a case longer than CASE_SECONDS fails the test. Mutations:
   shapes, dtypes, shard paths), and weight shards truncated, extended, emptied or removed.
 
 CI runs CI_EXAMPLES cases per test (derandomised: the same cases every run, a few hundred
-in all); GLCNN_FUZZ_EXAMPLES=N runs N per test (docs/limits.md records the long run). With
-`-s` the outcome counts are printed.
+in all); GLCNN_FUZZ_EXAMPLES=N runs N per test (README "Limits and errors" records the
+long run). With `-s` the outcome counts are printed.
 """
 
 import collections

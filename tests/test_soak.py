@@ -11,9 +11,10 @@ not change, no program may be compiled, and the resident set may grow by less th
 The last frame's output is checked against the numpy reference, so a long run cannot
 drift into wrong numbers either.
 
-CI: 10,000 frames of an 8×8 model input, panels drawn 16×16 (the passes, textures and
+CI: 10,000 frames of a 4×4 model input, panels drawn 8×8 (the passes, textures and
 draw calls are the same kinds as at any size; only the fragment count differs). Set
-GLCNN_SOAK_FRAMES and GLCNN_SOAK_SIZE (e.g. 32) for other runs; docs/limits.md records them.
+GLCNN_SOAK_FRAMES and GLCNN_SOAK_SIZE (e.g. 32) for other runs; README "Limits and errors"
+records them.
 """
 
 import os
