@@ -20,7 +20,7 @@ from pathlib import Path
 from glcnn import GlcnnError
 from glcnn.importers import tfjs
 from glcnn.passes import optimize
-from glcnn.sources import SyntheticSource, open_source
+from glcnn.sources import open_source_or_synthetic
 from glcnn.viewer import Viewer
 
 PACKAGE = "@upscalerjs/default-model@1.0.0"
@@ -59,18 +59,12 @@ def main() -> int:
     w, h = args.size
     try:
         graph = optimize(tfjs.load(fetch_model(), input_size=(h, w)))
-        source = open_source(args.source, size=(w, h))
+        source = open_source_or_synthetic(args.source, (w, h))
     except GlcnnError as exc:
-        if "camera" not in str(exc):
-            print(f"upscale: error: {exc}", file=sys.stderr)
-            return 2
-        print(f"{exc}\nfalling back to the synthetic source", file=sys.stderr)
-        source = SyntheticSource(w, h)
-    viewer = Viewer(graph, source)
-    try:
+        print(f"upscale: error: {exc}", file=sys.stderr)
+        return 2
+    with Viewer(graph, source) as viewer:
         viewer.run(frames=args.frames, screenshot=args.screenshot)
-    finally:
-        viewer.close()
     return 0
 
 

@@ -10,10 +10,9 @@ to the synthetic moving pattern (or pass a video file or a folder of images).
 import argparse
 import sys
 
-from glcnn import GlcnnError
 from glcnn.importers import load_graph
 from glcnn.resources import resource_path
-from glcnn.sources import SyntheticSource, open_source
+from glcnn.sources import open_source_or_synthetic
 from glcnn.viewer import Viewer
 
 
@@ -29,16 +28,8 @@ def main() -> int:
     graph = load_graph(resource_path("weights", "autoencoder.npz"))
     w, h = args.size
     graph.inputs["image"] = (3, h, w)  # fully convolutional: any size, shapes are re-inferred
-    try:
-        source = open_source(args.source, size=(w, h))
-    except GlcnnError as exc:
-        print(f"{exc}\nfalling back to the synthetic source", file=sys.stderr)
-        source = SyntheticSource(w, h)
-    viewer = Viewer(graph, source, layer=args.layer)
-    try:
+    with Viewer(graph, open_source_or_synthetic(args.source, (w, h)), args.layer) as viewer:
         viewer.run(frames=args.frames, screenshot=args.screenshot)
-    finally:
-        viewer.close()
     return 0
 
 

@@ -140,11 +140,8 @@ def cmd_view(args) -> None:
     if args.size:
         w, h = args.size
         graph.inputs[name] = (c, h, w)
-    viewer = Viewer(graph, open_source(args.source, size=(w, h)), layer=args.layer)
-    try:
+    with Viewer(graph, open_source(args.source, size=(w, h)), layer=args.layer) as viewer:
         viewer.run(frames=args.frames, screenshot=args.screenshot)
-    finally:
-        viewer.close()
 
 
 def _against(values) -> tuple[str | None, str | None]:

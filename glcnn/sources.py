@@ -6,6 +6,7 @@ Video and camera decoding use PyAV (`pip install av`), imported only when needed
 """
 
 import platform
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +117,18 @@ def open_source(spec: str, size=(128, 96)):
     if path.is_file():
         return VideoSource(path)
     raise GlcnnError(f"source {spec!r} is not 'synthetic', 'camera[:N]', a folder or a file")
+
+
+def open_source_or_synthetic(spec: str, size=(128, 96)):
+    """`open_source(spec)`, falling back (and saying so on stderr) to the synthetic pattern
+    when no camera is found, so a demo always starts."""
+    try:
+        return open_source(spec, size)
+    except GlcnnError as exc:
+        if not (spec == "camera" or spec.startswith("camera:")):
+            raise
+        print(f"{exc}\nfalling back to the synthetic source", file=sys.stderr)
+        return SyntheticSource(*size)
 
 
 def _import_av():

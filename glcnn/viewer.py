@@ -117,8 +117,8 @@ class Viewer:
         p = next(p for p in self.pipe.passes if p.op.node.name == self.layer)
         if p.op.node.op not in BENDABLE:
             return None
-        w = p.op.conv_weights()
-        co, cg, kh, kw = w.shape
+        co = p.op.channels()[1]
+        kh, kw = p.op.W.shape[2:]  # no re-orientation of the weights on the per-frame path
         tex = dict(p.weights)["u_weights"]
         return tex, (4, tex.height, tex.width), (kh, kw, tex.width // kw, co)
 
@@ -185,6 +185,12 @@ class Viewer:
     def _bend(self, action, *args):
         if self.pipe.graph.node(self.layer).op in BENDABLE:
             getattr(self.bender, action)(self.layer, self.channel, *args)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def close(self):
         """Release GL objects, the source and the window."""

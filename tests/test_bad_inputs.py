@@ -347,7 +347,6 @@ def _int64_init(name, values):
 
 @pytest.mark.parametrize("case", ONNX_CASES)
 def test_onnx_structure_is_validated(case, tmp_path):
-    pytest.importorskip("onnx")
     build, error, fragment = ONNX_CASES[case]
     path = save_onnx(build(), tmp_path / "m.onnx")
     with pytest.raises(error, match=_escaped(fragment) if fragment else None):
@@ -356,7 +355,6 @@ def test_onnx_structure_is_validated(case, tmp_path):
 
 @pytest.mark.parametrize("case", ["empty", "truncated", "garbage", "npz-bytes", "invalid-utf8"])
 def test_onnx_bytes_are_validated(case, tmp_path):
-    pytest.importorskip("onnx")
     ok = onnx_model().SerializeToString()
     data = {"empty": b"", "truncated": ok[:len(ok) // 2], "garbage": b"\xff" * 300,
             "npz-bytes": _valid_npz_bytes(tmp_path),
@@ -704,7 +702,6 @@ def test_build_source_accepts_only_identifiers_and_integers():
 
 
 def test_onnx_names_and_attribute_strings_cannot_inject(tmp_path, ctx, monkeypatch):
-    pytest.importorskip("onnx")
     from onnx import helper
     nodes = [helper.make_node("Conv", ["x", "W"], ["h\n" + INJECTED], name="conv\n" + INJECTED,
                               pads=[1] * 4, auto_pad="NOTSET", doc_string=INJECTED),
