@@ -12,6 +12,7 @@ from .errors import (
     ContextError,
     GlcnnError,
     GraphError,
+    MismatchError,
     ModelFileError,
     ShaderCompileError,
     ShapeError,
@@ -22,11 +23,11 @@ from .errors import (
 from .graph import Graph, Node
 from .importers import load_graph
 from .importers.npz import save
-from .pipeline import Pipeline
-from .precision import calibrate
+from .pipeline import Pipeline, Readback
+from .precision import TOLERANCE, calibrate
 
 
-def load(path, ctx=None, precision: str = "fp32", keep=()) -> Pipeline:
+def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None) -> Pipeline:
     """Load a model file (.onnx, or glcnn's native .npz) and compile it on `ctx`.
 
     The graph is optimised (BatchNorm folded, activations and residual adds fused) and
@@ -34,18 +35,18 @@ def load(path, ctx=None, precision: str = "fp32", keep=()) -> Pipeline:
 
     Args:
         path: the model file.
-        ctx, precision, keep: as for `Pipeline`.
+        ctx, precision, keep, strategy: as for `Pipeline`.
     Raises:
         ModelFileError, and the GlcnnError subclasses of `Pipeline`.
     """
     from .passes import optimize
-    return Pipeline(optimize(load_graph(path)), ctx, precision, keep)
+    return Pipeline(optimize(load_graph(path)), ctx, precision, keep, strategy=strategy)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Builder", "calibrate", "load", "load_graph", "load_state_dict", "save",
-    "Context", "ContextError", "GlcnnError", "Graph", "GraphError", "ModelFileError", "Node",
-    "Pipeline", "ShaderCompileError", "ShapeError", "TextureSizeError", "UnsupportedOpError",
-    "WeightError",
+    "Context", "ContextError", "GlcnnError", "Graph", "GraphError", "MismatchError",
+    "ModelFileError", "Node", "Pipeline", "Readback", "ShaderCompileError", "ShapeError",
+    "TextureSizeError", "TOLERANCE", "UnsupportedOpError", "WeightError",
 ]

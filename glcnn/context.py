@@ -23,6 +23,7 @@ INSTALL_HINT = (
     "install Mesa's EGL and GL drivers (Debian/Ubuntu: apt-get install -y libegl1 "
     "libegl-mesa0 libgl1-mesa-dri) or run with a display and GLCNN_BACKEND=x11"
 )
+_SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swiftshader")
 _LINE = re.compile(r"(\d+):(\d+)\(\d+\)")
 _DEFINE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -64,6 +65,28 @@ class Context:
     @property
     def version(self) -> str:
         return self.gl.info["GL_VERSION"]
+
+    @property
+    def software(self) -> bool:
+        """True on a CPU rasteriser (llvmpipe, softpipe, SwiftShader): texture fetches are
+        its main cost, and it threads over 64×64 screen tiles."""
+        return any(name in self.renderer.lower() for name in _SOFTWARE_RENDERERS)
+
+    @property
+    def strategy(self) -> str:
+        """How pipelines on this context run convs by default (glcnn.Pipeline `strategy`):
+        "blocked" on software rasterisers, where it cuts texture fetches 3×, "direct" on
+        GPUs, whose fetches are cheap and cached."""
+        return "blocked" if self.software else "direct"
+
+    @property
+    def spread_width(self) -> int:
+        """Render width that keeps every rasteriser thread busy: llvmpipe hands 64×64 screen
+        tiles to LP_NUM_THREADS threads (default: one per core); 0 on GPUs."""
+        if not self.software:
+            return 0
+        threads = os.environ.get("LP_NUM_THREADS", "")
+        return 64 * (int(threads) if threads.isdigit() else os.cpu_count() or 1)
 
     @property
     def max_texture_size(self) -> int:

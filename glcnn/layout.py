@@ -64,6 +64,66 @@ class Atlas:
         return cls(c, h, w)
 
 
+
+@dataclass(frozen=True)
+class Blocking:
+    """Where a spatially blocked pass writes a (C, H, W) output (shaders/common.glsl,
+    "Spatial blocking"): `block_y` × `block_x` pixels per fragment, `step` apart, one render
+    target per pixel of the block.
+
+    Each render target holds S = ceil(C / 4) tiles of `tile` = (rows, cols) texels in a grid
+    of `grid_cols` columns, `pitch` ≥ cols texels apart (the columns in between are left
+    empty). Blocked texel (by, bx) of tile s, in target j = jy·block_x + jx, holds output
+    pixel (y, x) of slice s with
+        y = (by div step)·step·block_y + (by mod step) + jy·step   (x likewise).
+
+    Software rasterisers such as llvmpipe thread over 64×64 screen tiles, so the grid is one
+    strip as wide as the texture limit allows, spread to at least `min_width` texels (e.g.
+    64 × threads) so that even a small layer keeps every core busy.
+    """
+
+    shape: tuple[int, int, int]
+    block_y: int
+    block_x: int
+    step: int
+    max_width: int = 16384
+    min_width: int = 0
+
+    @property
+    def targets(self) -> int:
+        return self.block_y * self.block_x
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        _, h, w = self.shape
+        return (math.ceil(h / (self.step * self.block_y)) * self.step,
+                math.ceil(w / (self.step * self.block_x)) * self.step)
+
+    @property
+    def pitch(self) -> int:
+        slices, cols = Atlas.of(self.shape).slices, self.tile[1]
+        spread = math.ceil(self.min_width / slices)
+        return min(max(cols, spread), max(cols, self.max_width // slices))
+
+    @property
+    def grid_cols(self) -> int:
+        return max(1, min(Atlas.of(self.shape).slices, self.max_width // self.pitch))
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of each render target."""
+        rows = math.ceil(Atlas.of(self.shape).slices / self.grid_cols)
+        return self.grid_cols * self.pitch, rows * self.tile[0]
+
+    @property
+    def uniform(self) -> tuple[int, int, int, int]:
+        """`u_block` of the shaders: (tile rows, tile columns, grid columns, pitch)."""
+        return (*self.tile, self.grid_cols, self.pitch)
+
+    @property
+    def defines(self) -> dict[str, int]:
+        return {"BLOCK_Y": self.block_y, "BLOCK_X": self.block_x, "BLOCK_STEP": self.step}
+
 def pack(x: np.ndarray) -> np.ndarray:
     """Lay out a (C, H, W) array as a (tex_height, tex_width, 4) float32 atlas."""
     atlas = Atlas.of(x.shape)

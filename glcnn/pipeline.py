@@ -20,7 +20,7 @@ from .context import Context
 from .errors import ContextError, GlcnnError, ShapeError, TextureSizeError
 from .graph import Graph
 from .inputs import array_ndim, checked_input
-from .layout import Atlas, pack, unpack
+from .layout import Atlas, Blocking, pack, unpack
 from .limits import memory_budget as memory_budget_bytes
 from .limits import mib
 from .ops import Op, build_ops
@@ -28,6 +28,9 @@ from .precision import NUMPY_DTYPE, TEXTURE_DTYPE, U8Ranges
 from .summary import table
 
 PRECISIONS = TEXTURE_DTYPE
+STRATEGIES = ("direct", "blocked")
+READBACKS = (True, False, "texture", "async")
+BLOCK_SHAPE = (2, 4)  # (rows, cols) of output pixels per fragment in "blocked" passes
 _DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}
 RANGES_UNIT = 15  # texture unit of the u8 ranges texture (ops use fewer units)
 _WEIGHT_TEXEL_BYTES = 16  # weight textures are RGBA32F
@@ -50,6 +53,17 @@ def _gl_errors(method):
 
 
 @dataclass
+class Unblock:
+    """The second draw of a spatially blocked pass: render targets -> the output atlas."""
+
+    program: moderngl.Program
+    vao: moderngl.VertexArray
+    fbo: moderngl.Framebuffer  # the output texture
+    targets: list[moderngl.Texture]  # the blocked pass's render targets (shared scratch)
+    uniforms: dict
+
+
+@dataclass
 class Pass:
     """Everything one op needs at run time, resolved at compile time."""
 
@@ -60,6 +74,7 @@ class Pass:
     inputs: list[tuple[str, str]]  # (sampler, tensor name)
     weights: list[tuple[str, moderngl.Texture]]
     uniforms: dict
+    unblock: Unblock | None = None  # set when the op runs spatially blocked
 
 
 class Pipeline:
@@ -75,6 +90,12 @@ class Pipeline:
             valid after `run()`; "all" keeps every tensor (the viewer and `diff` do this).
         memory_budget: most bytes of textures this pipeline may allocate (int, or a string
             such as "512M"); None reads GLCNN_MEMORY_BUDGET, default 2 GiB (glcnn.limits).
+        strategy: "blocked" runs convs spatially blocked (several output pixels per
+            fragment written to multiple render targets, then copied into the output atlas:
+            far fewer texture fetches, which is what software rasterisers such as llvmpipe
+            pay for), "direct" one output texel per fragment; None reads GLCNN_STRATEGY,
+            else the context's choice (`Context.strategy`: blocked on software renderers).
+            Both give the same results within the precision's tolerance.
     Raises:
         GlcnnError subclasses naming the layer: unsupported op, bad weights, shapes,
         textures larger than GL_MAX_TEXTURE_SIZE or than the memory budget (both
@@ -84,23 +105,31 @@ class Pipeline:
     """
 
     def __init__(self, graph: Graph, ctx=None, precision: str = "fp32", keep=(),
-                 memory_budget=None):
+                 memory_budget=None, strategy: str | None = None):
         if precision not in PRECISIONS:
             raise GlcnnError(f"precision {precision!r} unknown; expected one of "
                              f"{', '.join(PRECISIONS)}")
         self.ctx = ctx if isinstance(ctx, Context) else Context(ctx)
         self.ctx.check_thread()
         self.graph, self.precision = graph, precision
+        self.strategy = _strategy(strategy, self.ctx)
         self.ops, self.shapes = build_ops(graph)
         self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes) \
             if precision == "u8" else None
+        self.blocking = self._blocking()
         plan = self._plan(set(self.shapes) if keep == "all" else set(keep))
         self._check_sizes(plan, memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
-        self.released, self.timings = False, {}
+        self._scratch: dict[tuple[int, int], list[moderngl.Texture]] = defaultdict(list)
+        self._pbos: dict[str, moderngl.Buffer] = {}
+        self.released, self.timings, self._runs = False, {}, 0
         try:
             self._ranges = self._ranges_texture()
             self.textures, self._owner = self._allocate(plan)
+            for name in graph.outputs:  # run(readback="async") downloads into these
+                tex = self.textures[name]
+                self._pbos[name] = self.ctx.gl.buffer(
+                    reserve=tex.width * tex.height * 4 * _DTYPE_BYTES[tex.dtype])
             for op in self.ops:
                 self.passes.append(self._make_pass(op))
             self.ctx.check_error(f"compiling {len(self.ops)} layers")
@@ -110,6 +139,29 @@ class Pipeline:
             raise
 
     # --- compile -----------------------------------------------------------------------
+    def _blocking(self) -> dict[str, Blocking]:
+        """Layer name -> how it runs spatially blocked, for the ops that do (GL-free)."""
+        if self.strategy != "blocked":
+            return {}
+        out = {}
+        for op in self.ops:
+            step = op.block_step()
+            if step is None:
+                continue
+            _, h, w = op.output_shape()
+            by, bx = (min(b, math.ceil(n / step)) for b, n in zip(BLOCK_SHAPE, (h, w)))
+            if by * bx > 1:
+                out[op.node.name] = Blocking(op.output_shape(), by, bx, step,
+                                             self.ctx.max_texture_size, self.ctx.spread_width)
+        return out
+
+    def _scratch_sizes(self) -> dict[tuple[int, int], int]:
+        """Render-target size -> how many of that size the blocked passes need at once."""
+        need = defaultdict(int)
+        for b in self.blocking.values():
+            need[b.size] = max(need[b.size], b.targets)
+        return need
+
     def _check_sizes(self, plan: dict[str, str], budget: int):
         """Refuse, before allocating anything, a texture larger than GL_MAX_TEXTURE_SIZE
         or more texture bytes in all (with the reuse of `plan`) than `budget`."""
@@ -130,6 +182,8 @@ class Pipeline:
         texel = 4 * _DTYPE_BYTES[PRECISIONS[self.precision]]
         tensor_bytes = sum(texel * math.prod(Atlas.of(self.shapes[name]).size)
                            for name in set(plan.values()))
+        tensor_bytes += sum(texel * math.prod(size) * n
+                            for size, n in self._scratch_sizes().items())
         if tensor_bytes + weight_bytes > budget:
             raise TextureSizeError(
                 f"model needs {mib(tensor_bytes + weight_bytes)} of textures "
@@ -143,6 +197,7 @@ class Pipeline:
         data = self.u8.texture_data()
         tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4, data.tobytes(), dtype="f4")
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
+        tex.repeat_x = tex.repeat_y = False
         return tex
 
     def shape_uniform(self, name: str) -> tuple[int, int, int, int]:
@@ -151,8 +206,12 @@ class Pipeline:
         return c, h, w, cols | (self.u8.ids[name] << 16 if self.u8 else 0)
 
     def _new_texture(self, shape) -> moderngl.Texture:
-        tex = self.ctx.gl.texture(Atlas.of(shape).size, 4, dtype=PRECISIONS[self.precision])
+        return self._new_texture_of_size(Atlas.of(shape).size)
+
+    def _new_texture_of_size(self, size: tuple[int, int]) -> moderngl.Texture:
+        tex = self.ctx.gl.texture(size, 4, dtype=PRECISIONS[self.precision])
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
+        tex.repeat_x = tex.repeat_y = False
         return tex
 
     def _plan(self, keep) -> dict[str, str]:
@@ -187,56 +246,97 @@ class Pipeline:
     def _make_pass(self, op: Op) -> Pass:
         name = op.node.name
         storage = {"STORAGE_U8": 1} if self.u8 else {}
-        program = self.ctx.program(op.shader, op.all_defines() | storage, name)
+        blocking = self.blocking.get(name)
+        blocked = blocking.defines | {"BLOCKED_OUTPUT": 1} if blocking else {}
+        program = self.ctx.program(op.shader, op.all_defines() | storage | blocked, name)
         weights = []
         for sampler, data in op.all_textures().items():
             tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
                                       np.ascontiguousarray(data, np.float32).tobytes(), dtype="f4")
             tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
+            tex.repeat_x = tex.repeat_y = False
             weights.append((sampler, tex))
         inputs = list(zip(op.all_samplers(), op.node.inputs))
         uniforms = dict(op.all_uniforms())
         uniforms["u_out"] = self.shape_uniform(name)
         for sampler, tensor in inputs:
             uniforms[sampler + "_shape"] = self.shape_uniform(tensor)
+        if blocking:
+            uniforms["u_block"] = blocking.uniform
         uniforms = {k: v for k, v in uniforms.items() if k in program}  # drop optimised-out
         fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
         vao = self.ctx.gl.vertex_array(program, [])
-        return Pass(op, program, vao, fbo, inputs, weights, uniforms)
+        if blocking is None:
+            return Pass(op, program, vao, fbo, inputs, weights, uniforms)
+        unblock = self._make_unblock(name, blocking, fbo)
+        mrt = self.ctx.gl.framebuffer(color_attachments=unblock.targets)
+        return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock)
+
+    def _make_unblock(self, name: str, blocking: Blocking, out: moderngl.Framebuffer):
+        """The copy from `blocking`'s render targets (shared by every blocked pass of that
+        size: each is read right after it is written) into the atlas behind `out`."""
+        pool = self._scratch[blocking.size]
+        while len(pool) < blocking.targets:
+            pool.append(self._new_texture_of_size(blocking.size))
+        program = self.ctx.program("unblock.glsl", blocking.defines | {"CUSTOM_MAIN": 1}, name)
+        uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform}
+        uniforms |= {f"u_block{j}": j for j in range(blocking.targets)}
+        return Unblock(program, self.ctx.gl.vertex_array(program, []), out,
+                       pool[:blocking.targets], uniforms)
 
     # --- run ---------------------------------------------------------------------------
     @_gl_errors
-    def run(self, inputs=None, readback: bool = True, **named):
+    def run(self, inputs=None, readback=True, **named):
         """Run the network.
 
         Args:
             inputs: one array (C, H, W) or (1, C, H, W) for a single-input model, or a
                 dict name -> array. Keyword arguments name inputs too.
-            readback: False skips the download; results stay in `texture(name)`.
+            readback: True downloads the outputs as numpy; False skips the download (results
+                stay in `texture(name)`); "texture" returns the output textures themselves
+                (to draw, blit or sample in your own GL code: nothing goes through the CPU);
+                "async" starts the download into pixel buffer objects and returns a
+                `Readback` whose `result()` maps them later (on a GPU, the copy overlaps
+                whatever you do in between).
         Returns:
             The output as float32 numpy (with a leading batch axis if the input had one,
-            in the model file's own shape, e.g. (1, F) for an ONNX classifier),
-            a dict name -> array for several outputs, or None without readback.
+            in the model file's own shape, e.g. (1, F) for an ONNX classifier), a
+            moderngl.Texture (layout: glcnn.layout) or a Readback as `readback` asks; a dict
+            name -> result for several outputs; None without readback.
         Raises:
             ShapeError: an input of the wrong shape, dtype, or with NaN/Inf (see `upload`).
             ContextError: another thread, or the driver failed (e.g. a lost context).
-            GlcnnError: the pipeline was released.
+            GlcnnError: the pipeline was released, or `readback` is none of the above.
         """
+        if readback not in READBACKS:
+            raise GlcnnError(f"run(readback={readback!r}): expected one of "
+                             f"{', '.join(map(repr, READBACKS))}")
         feeds = self._feeds(inputs, named)
         batched = any(array_ndim(v) == 4 for v in feeds.values())
         for name, value in feeds.items():
             self.upload(name, value)
         self.execute()
         self.ctx.check_error("running the model")
+        self._runs += 1
         if not readback:
             return None
-        outs = {n: self._own_layout(n) if batched else self.read(n) for n in self.graph.outputs}
+        if readback == "async":
+            return self._start_readback(batched)
+        if readback == "texture":
+            outs = {n: self.textures[n] for n in self.graph.outputs}
+        else:
+            outs = {n: self._own_layout(n, self.read(n)) if batched else self.read(n)
+                    for n in self.graph.outputs}
         return outs[self.graph.outputs[0]] if len(outs) == 1 else outs
 
-    def _own_layout(self, name: str) -> np.ndarray:
-        """Output `name` in the model file's own shape (e.g. ONNX (1, F), or (1, H, W, C) for
-        a channels-last TF.js model), else (1, C, H, W)."""
-        y = self.read(name)
+    def _start_readback(self, batched: bool) -> "Readback":
+        for name in self.graph.outputs:
+            self.textures[name].read_into(self._pbos[name])
+        return Readback(self, self._runs, batched)
+
+    def _own_layout(self, name: str, y: np.ndarray) -> np.ndarray:
+        """Output `name` (read as (C, H, W)) in the model file's own shape (e.g. ONNX (1, F),
+        or (1, H, W, C) for a channels-last TF.js model), else (1, C, H, W)."""
         own = self.graph.meta.get("onnx_output_shapes", {}).get(name)
         if not own or int(np.prod(own)) != y.size:
             return y[None]
@@ -314,6 +414,16 @@ class Pipeline:
             p.program["u_ranges"].value = RANGES_UNIT
         p.fbo.use()
         p.vao.render(moderngl.TRIANGLES, vertices=3)
+        if p.unblock is not None:
+            self._draw_unblock(p.unblock)
+
+    def _draw_unblock(self, u: Unblock) -> None:
+        for unit, tex in enumerate(u.targets):
+            tex.use(unit)
+        for key, value in u.uniforms.items():
+            u.program[key].value = value
+        u.fbo.use()
+        u.vao.render(moderngl.TRIANGLES, vertices=3)
 
     def _debug_pass(self, p: Pass, start: float, level: int) -> None:
         self.ctx.gl.finish()
@@ -346,8 +456,12 @@ class Pipeline:
     @_gl_errors
     def read(self, name: str) -> np.ndarray:
         """Download tensor `name` as float32 (C, H, W)."""
-        tex = self.texture(name)
-        data = np.frombuffer(tex.read(), NUMPY_DTYPE[self.precision])
+        return self._from_texels(name, self.texture(name).read())
+
+    def _from_texels(self, name: str, raw: bytes) -> np.ndarray:
+        """Tensor `name` as float32 (C, H, W) from the bytes of its texture."""
+        tex = self.textures[name]
+        data = np.frombuffer(raw, NUMPY_DTYPE[self.precision])
         data = data.reshape(tex.height, tex.width, 4).astype(np.float32)
         if self.u8 is None:
             return unpack(data, self.shapes[name])
@@ -376,6 +490,15 @@ class Pipeline:
             p.fbo.release()
             for _, tex in p.weights:
                 tex.release()
+            if p.unblock is not None:
+                p.unblock.vao.release()
+                p.unblock.fbo.release()
+        for tex in (t for pool in self._scratch.values() for t in pool):
+            tex.release()
+        self._scratch.clear()
+        for pbo in self._pbos.values():
+            pbo.release()
+        self._pbos.clear()
         for tex in {id(t): t for t in self.textures.values()}.values():
             tex.release()
         if self._ranges is not None:
@@ -393,6 +516,7 @@ class Pipeline:
         """Bytes of all activation and weight textures this pipeline holds."""
         unique = {id(t): t for t in self.textures.values()}
         unique.update({id(t): t for p in self.passes for _, t in p.weights})
+        unique.update({id(t): t for pool in self._scratch.values() for t in pool})
         return sum(t.width * t.height * 4 * _DTYPE_BYTES[t.dtype] for t in unique.values())
 
     def summary(self) -> str:
@@ -404,6 +528,46 @@ class Pipeline:
     def __repr__(self):
         return (f"Pipeline({len(self.passes)} passes, inputs={self.graph.inputs}, "
                 f"outputs={self.graph.outputs}, {self.precision})")
+
+
+class Readback:
+    """Outputs of one `Pipeline.run(readback="async")` on their way to the CPU.
+
+    The download went into the pipeline's pixel buffer objects when run() returned;
+    `result()` maps them and returns what run() would have. A later run() reuses those
+    buffers, so call result() before running again.
+    """
+
+    def __init__(self, pipeline: Pipeline, run: int, batched: bool):
+        self.pipeline, self.run, self.batched = pipeline, run, batched
+
+    def result(self):
+        """The outputs as numpy, exactly as `run()` returns them.
+
+        Raises:
+            GlcnnError: the pipeline ran again (or was released) since this readback began.
+        """
+        pipe = self.pipeline
+        if pipe.released or pipe._runs != self.run:
+            raise GlcnnError("Readback.result() after the pipeline ran again or was released; "
+                             "the buffers now hold a later run: call result() first")
+        pipe.ctx.check_thread()
+        outs = {}
+        for name in pipe.graph.outputs:
+            y = pipe._from_texels(name, pipe._pbos[name].read())
+            outs[name] = pipe._own_layout(name, y) if self.batched else y
+        return outs[pipe.graph.outputs[0]] if len(outs) == 1 else outs
+
+    def __repr__(self):
+        return f"Readback(run {self.run} of {self.pipeline!r})"
+
+
+def _strategy(strategy: str | None, ctx: Context) -> str:
+    strategy = strategy or os.environ.get("GLCNN_STRATEGY") or ctx.strategy
+    if strategy not in STRATEGIES:
+        raise GlcnnError(f"strategy {strategy!r} unknown; expected one of "
+                         f"{', '.join(STRATEGIES)} (Pipeline(strategy=...) or GLCNN_STRATEGY)")
+    return strategy
 
 
 def _debug() -> int:

@@ -17,7 +17,9 @@
 // (v - offset) / scale per channel in RGBA8 (glcnn/precision.py calibrates offset and scale
 // so nothing clamps); decode() and encode() below are the only places that know.
 //
-// Defines: STORAGE_U8 (range-scaled RGBA8 storage); CUSTOM_MAIN (a display shader with its own main(), no compute());
+// Defines: STORAGE_U8 (range-scaled RGBA8 storage); CUSTOM_MAIN (a shader with its own main(),
+//          no compute(): display, unblock); BLOCKED_OUTPUT with BLOCK_X, BLOCK_Y, BLOCK_STEP
+//          (the op defines compute_block() instead of compute(), see "Spatial blocking" below);
 //          RESIDUAL (add u_residual before activation); one of ACT_RELU, ACT_LEAKYRELU,
 //          ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID,
 //          ACT_HARDSWISH, ACT_SILU.
@@ -27,7 +29,12 @@
 
 uniform ivec4 u_out;
 uniform vec2 u_act;
+#ifdef BLOCKED_OUTPUT
+#define BLOCK (BLOCK_X * BLOCK_Y)
+layout(location = 0) out vec4 frag_block[BLOCK];
+#else
 out vec4 frag_color;
+#endif
 
 #ifdef STORAGE_U8
 uniform sampler2D u_ranges;
@@ -54,6 +61,25 @@ vec4 encode(vec4 value, ivec4 shape, int slice) {
          / texelFetch(u_ranges, ivec2(slice, 2 * id + 1), 0);
 #else
     return value;
+#endif
+}
+
+// decode() for many texels of one slice: look the range up once with storage_range(), then
+// apply it to each texel with decode_with() (an identity unless STORAGE_U8).
+mat2x4 storage_range(ivec4 shape, int slice) {
+#ifdef STORAGE_U8
+    int id = shape.w >> 16;
+    if (id != 0) return mat2x4(texelFetch(u_ranges, ivec2(slice, 2 * id + 1), 0),
+                               texelFetch(u_ranges, ivec2(slice, 2 * id), 0));
+#endif
+    return mat2x4(vec4(1.0), vec4(0.0));
+}
+
+vec4 decode_with(vec4 stored, mat2x4 range) {
+#ifdef STORAGE_U8
+    return stored * range[0] + range[1];
+#else
+    return stored;
 #endif
 }
 
@@ -129,7 +155,50 @@ vec4 activate(vec4 x, int slice) {
 #endif
 }
 
-#ifndef CUSTOM_MAIN
+// The fused epilogue of output pixel (y, x) of `slice`: residual add, activation, zero lanes
+// past C (so a later op may read whole slices without masking), storage encoding.
+vec4 epilogue(vec4 v, int slice, int y, int x) {
+#ifdef RESIDUAL
+    v += fetch(u_residual, u_residual_shape, slice, y, x);
+#endif
+    v = activate(v, slice);
+    v = mix(vec4(0.0), v, lessThan(ivec4(0, 1, 2, 3) + 4 * slice, ivec4(u_out.x)));
+    return encode(v, u_out, slice);
+}
+
+// Spatial blocking (DESIGN.md section 5; glcnn/pipeline.py chooses it per context). One
+// fragment computes BLOCK = BLOCK_Y x BLOCK_X output pixels of one slice, BLOCK_STEP apart
+// (1 for a conv; the stride for a transposed conv, so the pixels share their kernel taps), and
+// writes pixel j = (j / BLOCK_X, j % BLOCK_X) of its block to render target j. Each weight
+// fetch then feeds 4 * BLOCK multiply-adds instead of 4. Render target j holds the "blocked
+// tensor": S tiles of u_block.x rows by u_block.y columns in a grid of u_block.z columns, where
+// blocked (row, col) = (by, bx) holds output pixel
+//     (by / STEP * STEP * BLOCK_Y + by % STEP + jy * STEP,  likewise for x);
+// tiles sit u_block.w columns apart, and columns past u_block.y are left empty so that small
+// layers still spread over every llvmpipe thread (glcnn/layout.py, Blocking).
+// shaders/unblock.glsl copies the targets back into the ordinary atlas of the output.
+#if defined(BLOCKED_OUTPUT) && !defined(CUSTOM_MAIN)
+uniform ivec4 u_block;  // (tile rows, tile columns, grid columns, pitch) of the blocked tensor
+vec4 block_acc[BLOCK];  // compute_block() leaves pixel j's sum here
+void compute_block(int slice, int y, int x);  // pixel j = (y + jy * STEP, x + jx * STEP)
+
+void main() {
+    ivec2 p = ivec2(gl_FragCoord.xy);
+    ivec2 tile = p / ivec2(u_block.w, u_block.x);
+    int slice = tile.y * u_block.z + tile.x;
+    ivec2 q = p - tile * ivec2(u_block.w, u_block.x);
+    if (slice >= (u_out.x + 3) / 4 || q.x >= u_block.y) {
+        for (int j = 0; j < BLOCK; ++j) frag_block[j] = vec4(0.0);
+        return;
+    }
+    ivec2 o = q / BLOCK_STEP * BLOCK_STEP * ivec2(BLOCK_X, BLOCK_Y) + q % BLOCK_STEP;
+    compute_block(slice, o.y, o.x);
+    for (int j = 0; j < BLOCK; ++j) {
+        ivec2 at = o + BLOCK_STEP * ivec2(j % BLOCK_X, j / BLOCK_X);
+        frag_block[j] = epilogue(block_acc[j], slice, at.y, at.x);
+    }
+}
+#elif !defined(CUSTOM_MAIN)
 vec4 compute(int slice, int y, int x);
 
 void main() {
@@ -141,13 +210,6 @@ void main() {
         return;
     }
     ivec2 q = p - tile * u_out.zy;
-    vec4 v = compute(slice, q.y, q.x);
-#ifdef RESIDUAL
-    v += fetch(u_residual, u_residual_shape, slice, q.y, q.x);
-#endif
-    v = activate(v, slice);
-    // Lanes past C stay zero so a later op may read whole slices without masking.
-    v = mix(vec4(0.0), v, lessThan(ivec4(0, 1, 2, 3) + 4 * slice, ivec4(u_out.x)));
-    frag_color = encode(v, u_out, slice);
+    frag_color = epilogue(compute(slice, q.y, q.x), slice, q.y, q.x);
 }
 #endif

@@ -79,6 +79,7 @@ vec4 input_texel(ivec2 origin, int slice, int y, int x) {
     return decode(stored, u_input_shape, slice);
 }
 
+#ifndef BLOCKED_OUTPUT
 vec4 compute(int slice, int oy, int ox) {
     weights_texel_size = 1.0 / vec2(textureSize(u_weights, 0));
     input_texel_size = 1.0 / vec2(textureSize(u_input, 0));
@@ -146,3 +147,82 @@ vec4 compute(int slice, int oy, int ox) {
 #endif
     return acc;
 }
+#endif
+
+#ifdef BLOCKED_OUTPUT
+// Spatial blocking (common.glsl; DENSE and DEPTHWISE, never MASK_TAPS): the BLOCK pixels share
+// every weight fetch. At one tap, pixel j = (jy, jx) reads its source SRC_PER_PIXEL * (jx, jy)
+// from pixel 0's: pixels one apart in a conv read inputs a stride apart, pixels a stride apart
+// (same stride phase, hence same taps) in a transposed conv read neighbouring inputs. The loops
+// visit the union of the block's taps; a pixel whose source lies outside the input reads zero.
+#ifdef TRANSPOSED
+#define SRC_PER_PIXEL ivec2(1)
+#else
+#define SRC_PER_PIXEL u_stride
+#endif
+
+ivec3 tap_union(ivec3 a, ivec3 b) { return ivec3(min(a.x, b.x), max(a.y, b.y), a.z); }
+
+void compute_block(int slice, int oy, int ox) {
+    vec2 w_inv = 1.0 / vec2(textureSize(u_weights, 0));
+    vec2 x_inv = 1.0 / vec2(textureSize(u_input, 0));
+    vec4 bias = channel_params(u_params, slice, 0);
+    for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
+    ivec2 last = ivec2(ox, oy) + (ivec2(BLOCK_X, BLOCK_Y) - 1) * BLOCK_STEP;
+    ivec3 ty = tap_union(taps(oy, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y),
+                         taps(last.y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y));
+    ivec3 tx = tap_union(taps(ox, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z),
+                         taps(last.x, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z));
+    ivec2 src = ivec2(source(ox, tx.x, u_pad.x, u_stride.x, u_dilation.x),
+                      source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y));
+#ifdef TRANSPOSED
+    ivec2 src_step = ivec2(-1);
+#else
+    ivec2 src_step = u_dilation;
+#endif
+#ifdef DENSE
+    int first_slice = 4 * slice / u_cog * u_cg / 4;  // first input slice of the group
+#else
+    int first_slice = slice;
+#endif
+    ivec2 first_origin = tile_origin(u_input_shape, first_slice);
+    int row_end = grid_cols(u_input_shape) * u_input_shape.z;
+    vec2 next_weight = vec2(KW * w_inv.x, 0.0);  // from input channel c to c + 1
+    int iy = src.y;
+    for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy += src_step.y) {
+        int ix = src.x;
+        for (int kx = tx.x; kx <= tx.y; kx += tx.z, ix += src_step.x) {
+            vec2 offset[BLOCK];  // texel centre of each pixel's source, relative to the tile
+            bool inside[BLOCK];
+            for (int j = 0; j < BLOCK; ++j) {
+                ivec2 at = ivec2(ix, iy) + ivec2(j % BLOCK_X, j / BLOCK_X) * SRC_PER_PIXEL;
+                inside[j] = uint(at.x) < uint(u_input_shape.z) &&
+                            uint(at.y) < uint(u_input_shape.y);
+                offset[j] = (vec2(at) + 0.5) * x_inv;
+            }
+            vec2 w_at = (vec2(kx, slice * KH + ky) + 0.5) * w_inv;
+            ivec2 origin = first_origin;
+            int s = first_slice;
+            for (int c = 0; c < CG; c += 4, ++s) {
+                vec2 tile = vec2(origin) * x_inv;
+                mat2x4 range = storage_range(u_input_shape, s);
+#ifdef DENSE
+                vec2 wc = w_at + float(c) * next_weight;
+                mat4 w = mat4(textureLod(u_weights, wc, 0.0),
+                              textureLod(u_weights, wc + next_weight, 0.0),
+                              textureLod(u_weights, wc + 2.0 * next_weight, 0.0),
+                              textureLod(u_weights, wc + 3.0 * next_weight, 0.0));
+#else
+                vec4 w = textureLod(u_weights, w_at, 0.0);
+#endif
+                for (int j = 0; j < BLOCK; ++j) {
+                    vec4 x = decode_with(textureLod(u_input, tile + offset[j], 0.0), range);
+                    block_acc[j] += w * (inside[j] ? x : vec4(0.0));
+                }
+                origin.x += u_input_shape.z;
+                origin = origin.x < row_end ? origin : ivec2(0, origin.y + u_input_shape.y);
+            }
+        }
+    }
+}
+#endif

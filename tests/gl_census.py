@@ -17,8 +17,13 @@ for _kind in _KINDS:
     getattr(_gl, f"glIs{_kind}").restype = ctypes.c_ubyte
 
 
-def census(max_name: int = 4096) -> dict:
-    """{"Texture": n, ..., "texture_bytes": b} for the current context."""
+def census(max_name: int | None = None) -> dict:
+    """{"Texture": n, ..., "texture_bytes": b} for the current context.
+
+    Names are probed from 1 to `max_name`, by default a little past the newest name the
+    driver hands out (Mesa numbers objects upwards, so a long test session goes past 4096).
+    """
+    max_name = max_name or _newest_name() + 256
     counts = {kind: 0 for kind in _KINDS}
     live_textures = []
     for name in range(1, max_name):
@@ -41,3 +46,14 @@ def _texture_bytes(name: int) -> int:
     _gl.glBindTexture(GL_TEXTURE_2D, 0)
     width, height, fmt = dims
     return width * height * BYTES_PER_TEXEL.get(fmt, 16)
+
+
+def _newest_name() -> int:
+    """The largest name a new texture, framebuffer, buffer or vertex array would get now."""
+    newest = 4096
+    for kind in ("Textures", "Framebuffers", "Buffers", "VertexArrays"):
+        name = ctypes.c_uint()
+        getattr(_gl, f"glGen{kind}")(1, ctypes.byref(name))
+        getattr(_gl, f"glDelete{kind}")(1, ctypes.byref(name))
+        newest = max(newest, name.value)
+    return newest

@@ -65,18 +65,21 @@ def single_op_graph(op, attrs, in_shapes, weights=None, name="y") -> Graph:
     return Graph(dict(zip(names, [tuple(s) for s in in_shapes])), [node], [name])
 
 
-def check_op(ctx, op, attrs, in_shapes, weights=None, precision="fp32", seed=0, inputs=None):
+def check_op(ctx, op, attrs, in_shapes, weights=None, precision="fp32", seed=0, inputs=None,
+             strategy=None):
     """Run one op on the GPU and assert it matches the float64 reference.
 
+    `strategy` is the Pipeline's ("direct", "blocked", or None for the context's choice).
     Returns the measured scaled error. The failure message lists every parameter.
     """
     graph = single_op_graph(op, attrs, in_shapes, weights)
     xs = inputs if inputs is not None else random_inputs(in_shapes, seed)
     # The reference sees what the input texture can represent.
     feeds = {name: storable(x, precision) for name, x in zip(graph.inputs, xs)}
-    with glcnn.Pipeline(graph, ctx, precision=precision) as pipe:
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy=strategy) as pipe:
         y = pipe.run(feeds)
+        strategy = pipe.strategy
     ref = reference.run(graph, feeds)["y"]
     shapes = {k: np.shape(v) for k, v in (weights or {}).items()}
-    return assert_close(y, ref, precision,
-                        f"{op} attrs={attrs} inputs={in_shapes} weights={shapes} seed={seed}")
+    return assert_close(y, ref, precision, f"{op} attrs={attrs} inputs={in_shapes} "
+                                           f"weights={shapes} seed={seed} strategy={strategy}")

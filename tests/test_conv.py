@@ -96,18 +96,35 @@ NAMED = [
     (ConvCase(T, 6, 9, group=3, s=(3, 3), pads=(0, 1, 1, 0), out_pad=(2, 1)), "GENERIC"),
     (ConvCase(T, 3, 6, k=(3, 1), group=3, s=(2, 1), hw=(5, 1)), "GENERIC"),
 ]
-NAMED_PARAMS = [pytest.param(case, variant, p, id=case.id(p))
-                for case, variant in NAMED for p in ("fp32", "fp16")]
+# Blocked-specific shapes (shaders/common.glsl "Spatial blocking"): outputs narrower or
+# shorter than a block, block-sized and ragged edges, strides that leave taps out of a phase.
+NAMED += [
+    (ConvCase(C, 8, 12, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(16, 16)), "DENSE"),
+    (ConvCase(C, 4, 4, hw=(3, 9), pads=(1, 1, 1, 1)), "DENSE"),
+    (ConvCase(C, 9, 4, k=(1, 1), hw=(5, 2)), "DENSE"),
+    (ConvCase(C, 8, 8, k=(3, 3), s=(3, 3), pads=(2, 0, 1, 2), hw=(13, 11)), "DENSE"),
+    (ConvCase(C, 12, 12, group=12, s=(2, 2), pads=(1, 1, 1, 1), hw=(9, 17)), "DEPTHWISE"),
+    (ConvCase(T, 16, 8, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(8, 8)), "DENSE"),
+    (ConvCase(T, 8, 4, k=(3, 3), s=(2, 2), pads=(1, 1, 1, 1), out_pad=(1, 1), hw=(5, 3)), "DENSE"),
+    (ConvCase(T, 4, 8, k=(5, 5), s=(3, 3), pads=(2, 1, 0, 2), out_pad=(2, 0), hw=(4, 6)), "DENSE"),
+    (ConvCase(T, 12, 8, k=(4, 4), hw=(1, 1)), "DENSE"),
+]
+STRATEGIES = ("blocked", "direct")
+NAMED_PARAMS = [pytest.param(case, variant, p, strategy, id=f"{case.id(p)}-{strategy}")
+                for case, variant in NAMED for p in ("fp32", "fp16") for strategy in STRATEGIES]
 
 
-@pytest.mark.parametrize(("case", "variant", "precision"), NAMED_PARAMS)
-def test_named_case(ctx, case, variant, precision):
+@pytest.mark.parametrize(("case", "variant", "precision", "strategy"), NAMED_PARAMS)
+def test_named_case(ctx, case, variant, precision, strategy):
     assert case.make().variant() == variant, f"{case} should run the {variant} shader"
-    check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(1), precision)
+    check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(1), precision,
+             strategy=strategy)
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, id=case.id("u8")) for case, _ in NAMED])
-def test_named_case_u8(ctx, case):
+@pytest.mark.parametrize(("case", "strategy"), [
+    pytest.param(case, strategy, id=f"{case.id('u8')}-{strategy}")
+    for case, _ in NAMED for strategy in STRATEGIES])
+def test_named_case_u8(ctx, case, strategy):
     """Every named case with range-scaled RGBA8 storage: decode() inside each tap loop."""
     graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights(1))
     rng = np.random.default_rng(3)
@@ -116,8 +133,35 @@ def test_named_case_u8(ctx, case):
     # The evaluated input is a calibration sample: this measures the shader, not coverage.
     glcnn.calibrate(graph, feeds, ctx)
     ref = reference.run(graph, feeds[0])["y"]
-    with glcnn.Pipeline(graph, ctx, precision="u8") as pipe:
-        assert_close(pipe.run(feeds[0]), ref, "u8", f"{case} seed=3")
+    with glcnn.Pipeline(graph, ctx, precision="u8", strategy=strategy) as pipe:
+        assert_close(pipe.run(feeds[0]), ref, "u8", f"{case} seed=3 strategy={strategy}")
+
+
+@pytest.mark.parametrize(("case", "blocked"), [
+    (ConvCase(C, 8, 8, hw=(9, 9)), True),
+    (ConvCase(C, 8, 8, group=8, hw=(9, 9)), True),
+    (ConvCase(T, 8, 8, s=(2, 2), hw=(9, 9)), True),
+    (ConvCase(C, 8, 8, k=(1, 1), hw=(1, 1)), False),  # one output pixel: nothing to block
+    (ConvCase(C, 6, 9, group=3), False),  # GENERIC
+    (ConvCase(T, 8, 8, s=(2, 1), hw=(9, 9)), False),  # strides differ: no common phase step
+    (ConvCase(T, 8, 8, d=(2, 2), hw=(9, 9)), False),  # MASK_TAPS
+], ids=lambda v: v.id("") if isinstance(v, ConvCase) else str(v))
+def test_which_layers_run_blocked(ctx, case, blocked):
+    graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights())
+    with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
+        assert ("y" in pipe.blocking) == blocked
+    with glcnn.Pipeline(graph, ctx, strategy="direct") as pipe:
+        assert pipe.blocking == {}
+
+
+def test_blocked_grid_wraps_rows(ctx, monkeypatch):
+    """Render targets wider than the texture limit wrap onto more grid rows."""
+    monkeypatch.setattr(glcnn.Context, "max_texture_size", property(lambda self: 64))
+    case = ConvCase(C, 8, 144, k=(1, 1), hw=(4, 10))  # atlas 60×24, blocked strip 108 wide
+    graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights())
+    with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
+        assert pipe.blocking["y"].size[1] > pipe.blocking["y"].tile[0]  # several grid rows
+    check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(), strategy="blocked")
 
 
 # --- hypothesis: random valid configurations --------------------------------------------
@@ -172,7 +216,9 @@ def _property(examples):
 
 def _check_case(ctx, case, seed, precision):
     event(case.make().variant())  # every draw is a valid configuration: this must not raise
-    check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(seed), precision, seed)
+    for strategy in STRATEGIES:
+        check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(seed), precision,
+                 seed, strategy=strategy)
 
 
 @_property(100)

@@ -104,6 +104,11 @@ class Op:
         """Multiply-adds ×2 (or elementwise ops) for one inference."""
         return int(np.prod(self.output_shape()))
 
+    def block_step(self) -> int | None:
+        """If this op's shader implements compute_block() (shaders/common.glsl, "Spatial
+        blocking"), the distance between the pixels of one block; None otherwise."""
+        return None
+
     # --- shared helpers --------------------------------------------------------------
     def fail(self, message: str, error=ShapeError):
         raise error(f"layer {self.node.name!r} ({self.node.op}): {message}")

@@ -92,6 +92,9 @@ class _ConvBase(Op):
     def flops(self):
         return 2 * int(np.prod(self.W.shape)) * int(np.prod(self.spatial_positions()))
 
+    def block_step(self):
+        return 1 if self.variant() in ("DENSE", "DEPTHWISE") else None
+
 
 @register("Conv")
 class Conv(_ConvBase):
@@ -122,6 +125,15 @@ class ConvTranspose(_ConvBase):
     def defines(self):
         unit = {"UNIT_DILATION": 1} if self.dilations == (1, 1) else {}
         return super().defines() | {"TRANSPOSED": 1} | unit
+
+    def block_step(self):
+        # Pixels one stride apart share their taps; a dilated transposed conv masks taps
+        # one by one (MASK_TAPS in conv.glsl) and has no blocked form.
+        if self.dilations != (1, 1) or super().block_step() is None:
+            return None
+        if self.strides[0] != self.strides[1]:
+            return None
+        return self.strides[0]
 
     def check(self):
         self.output_padding = self.attr_ints("output_padding", 2, (0, 0))
