@@ -522,7 +522,8 @@ class Pipeline:
     def summary(self) -> str:
         """Per-layer table (see glcnn.summary) plus the memory actually allocated."""
         footer = (f"allocated {self.texture_bytes() / 2**20:.2f} MiB of textures with reuse "
-                  f"on {self.ctx.renderer}")
+                  f"on {self.ctx.renderer}; strategy {self.strategy}"
+                  f" ({len(self.blocking)} of {len(self.ops)} layers blocked)")
         return table(self.ops, self.shapes, self.precision, footer)
 
     def __repr__(self):

@@ -103,7 +103,10 @@ NAMED += [
     (ConvCase(C, 4, 4, hw=(3, 9), pads=(1, 1, 1, 1)), "DENSE"),
     (ConvCase(C, 9, 4, k=(1, 1), hw=(5, 2)), "DENSE"),
     (ConvCase(C, 8, 8, k=(3, 3), s=(3, 3), pads=(2, 0, 1, 2), hw=(13, 11)), "DENSE"),
-    (ConvCase(C, 12, 12, group=12, s=(2, 2), pads=(1, 1, 1, 1), hw=(9, 17)), "DEPTHWISE"),
+    (ConvCase(C, 12, 12, k=(7, 7), group=12, s=(2, 2), pads=(3, 3, 3, 3), hw=(9, 17)),
+     "DEPTHWISE"),
+    (ConvCase(C, 8, 8, k=(3, 3), s=(1, 2), d=(2, 2), pads=(2, 1, 2, 1), hw=(9, 10)), "DENSE"),
+    (ConvCase(C, 16, 8, k=(1, 1), hw=(6, 11)), "DENSE"),
     (ConvCase(T, 16, 8, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(8, 8)), "DENSE"),
     (ConvCase(T, 8, 4, k=(3, 3), s=(2, 2), pads=(1, 1, 1, 1), out_pad=(1, 1), hw=(5, 3)), "DENSE"),
     (ConvCase(T, 4, 8, k=(5, 5), s=(3, 3), pads=(2, 1, 0, 2), out_pad=(2, 0), hw=(4, 6)), "DENSE"),
@@ -139,7 +142,8 @@ def test_named_case_u8(ctx, case, strategy):
 
 @pytest.mark.parametrize(("case", "blocked"), [
     (ConvCase(C, 8, 8, hw=(9, 9)), True),
-    (ConvCase(C, 8, 8, group=8, hw=(9, 9)), True),
+    (ConvCase(C, 8, 8, k=(7, 7), group=8, hw=(9, 9)), True),
+    (ConvCase(C, 8, 8, group=8, hw=(9, 9)), False),  # 3×3 depthwise: too little work per pixel
     (ConvCase(T, 8, 8, s=(2, 2), hw=(9, 9)), True),
     (ConvCase(C, 8, 8, k=(1, 1), hw=(1, 1)), False),  # one output pixel: nothing to block
     (ConvCase(C, 6, 9, group=3), False),  # GENERIC
@@ -154,10 +158,18 @@ def test_which_layers_run_blocked(ctx, case, blocked):
         assert pipe.blocking == {}
 
 
+@pytest.mark.parametrize("shape", [(4, 2), (1, 8), (3, 1), (2, 2)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_other_block_shapes(ctx, monkeypatch, shape):
+    """The named cases with other (rows, cols) blocks than the default."""
+    monkeypatch.setattr(glcnn.pipeline, "BLOCK_SHAPE", shape)
+    for case, _ in NAMED:
+        check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(2), strategy="blocked")
+
+
 def test_blocked_grid_wraps_rows(ctx, monkeypatch):
     """Render targets wider than the texture limit wrap onto more grid rows."""
     monkeypatch.setattr(glcnn.Context, "max_texture_size", property(lambda self: 64))
-    case = ConvCase(C, 8, 144, k=(1, 1), hw=(4, 10))  # atlas 60×24, blocked strip 108 wide
+    case = ConvCase(C, 32, 144, k=(1, 1), hw=(4, 10))  # atlas 60×24, blocked strip 108 wide
     graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights())
     with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
         assert pipe.blocking["y"].size[1] > pipe.blocking["y"].tile[0]  # several grid rows

@@ -18,7 +18,9 @@ Weights: W as above, B (Co,) optional. Both ops run `shaders/conv.glsl` (TRANSPO
 the adjoint) with one weight texture layout (layout.pack_filters over (Co, Cg, kh, kw));
 the shader variant is chosen by channel alignment: DENSE (whole slices of inputs per
 group, 4 FMAs per fetch), DEPTHWISE (one input channel per output channel), or the
-generic per-lane path.
+generic per-lane path. DENSE and DEPTHWISE also have a spatially blocked form
+(`compute_block`, several output pixels per fragment), which the pipeline picks per
+context (`block_step` says whether a layer has one; README "Speed").
 """
 
 import numpy as np
@@ -76,7 +78,8 @@ class _ConvBase(Op):
         ci, co, cg, cog = self.channels()
         variant = self.variant()
         padded = -(-cg // 4) * 4 if variant == "DENSE" else cg
-        return {variant: 1, "KH": self.W.shape[2], "KW": self.W.shape[3], "CG": padded}
+        return {variant: 1, "KH": self.W.shape[2], "KW": self.W.shape[3], "CG": padded,
+                "STRIDE_X": self.strides[1], "DILATION_X": self.dilations[1]}
 
     def textures(self):
         w = self.conv_weights()
@@ -93,7 +96,13 @@ class _ConvBase(Op):
         return 2 * int(np.prod(self.W.shape)) * int(np.prod(self.spatial_positions()))
 
     def block_step(self):
-        return 1 if self.variant() in ("DENSE", "DEPTHWISE") else None
+        # Blocking saves weight fetches but adds a copy pass that reads every render target
+        # per output pixel: below ~32 multiply-adds per output (a 3×3 or 5×5 depthwise conv)
+        # the copy costs more than it saves (measured on llvmpipe).
+        kh, kw = self.W.shape[2:]
+        if self.variant() not in ("DENSE", "DEPTHWISE") or self.W.shape[1] * kh * kw < 32:
+            return None
+        return 1
 
 
 @register("Conv")
