@@ -101,8 +101,9 @@ def test_shipped_autoencoder_per_precision(ctx, precision):
     if precision == "u8":
         shifted = [np.roll(x, s, axis=2) for s in (7, 31, 64)]  # calibrate on other crops
         glcnn.calibrate(graph, shifted, ctx)
-    with glcnn.Pipeline(graph, ctx, precision=precision) as pipe:
-        assert scaled_error(pipe.run(x), ref) <= TOLERANCE[precision]
+    for strategy in ("blocked", "direct"):
+        with glcnn.Pipeline(graph, ctx, precision=precision, strategy=strategy) as pipe:
+            assert scaled_error(pipe.run(x), ref) <= TOLERANCE[precision], strategy
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
@@ -115,8 +116,9 @@ def test_dcgan_generator_per_precision(ctx, precision):
         glcnn.calibrate(graph, zs[1:], ctx)
     ref = reference.run(graph, {"z": zs[0]})["main.13"]
     assert np.abs(ref).max() > 0.3
-    with glcnn.Pipeline(graph, ctx, precision=precision) as pipe:
-        assert scaled_error(pipe.run(zs[0]), ref) <= TOLERANCE[precision]
+    for strategy in ("blocked", "direct"):
+        with glcnn.Pipeline(graph, ctx, precision=precision, strategy=strategy) as pipe:
+            assert scaled_error(pipe.run(zs[0]), ref) <= TOLERANCE[precision], strategy
 
 
 U8_OPS = [

@@ -141,8 +141,9 @@ def _state_dict(model):
     return {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
 
 
-def _compare_model(ctx, graph, model, xs, precision, what):
-    with glcnn.Pipeline(graph, ctx, precision=precision) as pipe:
+def _compare_model(ctx, graph, model, xs, precision, what, strategy=None):
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy=strategy) as pipe:
+        what += f" ({pipe.strategy})"
         for i, x in enumerate(xs):
             x = storable(x, precision)
             with torch.no_grad():
@@ -157,15 +158,16 @@ def dcgan():
     return model, _state_dict(model)
 
 
+@pytest.mark.parametrize("strategy", ["blocked", "direct"])
 @pytest.mark.parametrize("precision", PRECISIONS)
-def test_dcgan_generator(ctx, dcgan, precision):
+def test_dcgan_generator(ctx, dcgan, precision, strategy):
     model, state = dcgan
     assert {k.split(".")[1] for k in state} == {"0", "1", "3", "4", "6", "7", "9", "10", "12"}
     graph = models.dcgan_generator(weights=state)
     assert len(graph.nodes) == 5  # BatchNorm and ReLU folded into the transposed convs
     zs = [np.random.default_rng(s).standard_normal((100, 1, 1)).astype(np.float32)
           for s in range(3)]
-    _compare_model(ctx, graph, model, zs, precision, "DCGAN generator")
+    _compare_model(ctx, graph, model, zs, precision, "DCGAN generator", strategy)
 
 
 def test_dcgan_generator_unfused_matches_too(ctx, dcgan):
@@ -176,13 +178,14 @@ def test_dcgan_generator_unfused_matches_too(ctx, dcgan):
     _compare_model(ctx, graph, model, [z], "fp32", "DCGAN generator (unfused)")
 
 
+@pytest.mark.parametrize("strategy", ["blocked", "direct"])
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("size", [(32, 32), (48, 64)], ids=["32x32", "48x64"])
-def test_autoencoder(ctx, size, precision):
+def test_autoencoder(ctx, size, precision, strategy):
     model = _autoencoder()
     graph = models.autoencoder(size=size, weights=_state_dict(model))
     xs = [np.random.default_rng(s).random((3, *size), np.float32) for s in range(2)]
-    _compare_model(ctx, graph, model, xs, precision, f"autoencoder {size}")
+    _compare_model(ctx, graph, model, xs, precision, f"autoencoder {size}", strategy)
 
 
 def test_autoencoder_shipped_model(ctx):
