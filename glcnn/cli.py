@@ -5,6 +5,8 @@
     glcnn view MODEL [--source synthetic|camera|VIDEO|DIR] [--frames N] [--screenshot F]
     glcnn diff MODEL INPUT [--against onnxruntime|numpy|tfjs-outputs DIR]
                            [--precision fp32|fp16|u8] [--png DIR]
+    glcnn bench MODEL [--against onnxruntime,torch] [--runs N] [--warmup N] [--budget S]
+                      [--precision fp32|fp16|u8] [--input NPY] [--json FILE]
 
 Errors print one line on stderr and exit with status 2 (a traceback with GLCNN_DEBUG set).
 `glcnn diff` exits with 0 when every layer is within the precision's tolerance and 1 when
@@ -45,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument("--frames", type=int, help="render N frames, then exit")
     view.add_argument("--screenshot", help="save the last frame as this PNG")
     _add_diff_parser(sub)
+    _add_bench_parser(sub)
     return parser
 
 
@@ -59,6 +62,21 @@ def _add_diff_parser(sub) -> None:
     diff.add_argument("--precision", default="fp32", choices=list(TOLERANCE))
     diff.add_argument("--png", metavar="DIR",
                       help="write glcnn | reference | |difference| images per layer")
+
+
+def _add_bench_parser(sub) -> None:
+    bench = sub.add_parser("bench", help="timings vs onnxruntime / torch, per layer and total")
+    bench.add_argument("model", help="model file (.onnx, glcnn .npz or TF.js model.json)")
+    bench.add_argument("--against", metavar="IMPL[,IMPL]",
+                       help="also time onnxruntime (.onnx only) and/or torch, comma-separated")
+    bench.add_argument("--runs", type=int, default=30, help="timed runs per measurement (max)")
+    bench.add_argument("--warmup", type=int, default=5, help="untimed runs before them")
+    bench.add_argument("--budget", type=float, default=3.0,
+                       help="seconds after which a measurement stops (at least 3 runs)")
+    bench.add_argument("--precision", default="fp32", choices=list(TOLERANCE))
+    bench.add_argument("--input", metavar="NPY", help="input .npy in the model's layout "
+                       "(default: seeded random in the model's input range)")
+    bench.add_argument("--json", metavar="FILE", help="write every raw number here")
 
 
 def read_input(path: Path, shape, value_range) -> np.ndarray:
@@ -188,11 +206,28 @@ def cmd_diff(args) -> int:
     return 1 if report.first_divergence else 0
 
 
+def cmd_bench(args) -> None:
+    from .bench import Settings, bench, write_json
+    from .bench_refs import parse_against
+    from .bench_report import format_report
+    against = parse_against(args.against)
+    if args.input and Path(args.input).suffix.lower() != ".npy":
+        raise ShapeError(f"{args.input}: --input takes a .npy array in the model's layout")
+    inputs = read_npy(Path(args.input)) if args.input else None
+    settings = Settings(args.runs, args.warmup, args.budget)
+    report = bench(args.model, inputs, (args.precision,), against, settings)
+    print(format_report(report))
+    if args.json:
+        write_json(args.json, report)
+        print(f"wrote {args.json}")
+
+
 def main(argv=None) -> int:
     """Entry point of the `glcnn` console script; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        commands = {"run": cmd_run, "info": cmd_info, "view": cmd_view, "diff": cmd_diff}
+        commands = {"run": cmd_run, "info": cmd_info, "view": cmd_view, "diff": cmd_diff,
+                    "bench": cmd_bench}
         status = commands[args.command](args)
     except GlcnnError as exc:
         if _debug_level() >= 1:

@@ -50,3 +50,8 @@ class TextureSizeError(GlcnnError):
 
 class ModelFileError(GlcnnError):
     """A model file cannot be read: wrong format, truncated, or not a model."""
+
+
+class MismatchError(GlcnnError):
+    """Two implementations of a model disagree beyond tolerance (`glcnn bench` refuses to
+    time a wrong computation)."""

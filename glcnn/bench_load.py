@@ -1,0 +1,96 @@
+"""Load + compile + first run of a model in fresh processes, for `glcnn bench`.
+
+Cold: Mesa's on-disk shader cache disabled (MESA_SHADER_CACHE_DISABLE=true), so llvmpipe
+JIT-compiles every shader at its first draw. Warm: the cache enabled, after one priming run
+that fills it. Each process runs `probe` and prints its timings as one JSON line.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import GlcnnError
+
+CACHE_ENV = "MESA_SHADER_CACHE_DISABLE"
+
+
+# --- load and compile in fresh processes ------------------------------------------------------
+def load_times(model, precision: str, feeds: dict) -> dict:
+    """Cold and warm load + compile + first run of `model` in fresh processes (see `probe`).
+
+    Returns:
+        {"cold": ..., "warm": ...}, each probe's milliseconds.
+    Raises:
+        GlcnnError: a probe process failed (its last stderr line).
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        inputs = Path(folder) / "inputs.npz"
+        np.savez(inputs, **feeds)
+        cold = _probe(model, precision, inputs, {CACHE_ENV: "true"})
+        _probe(model, precision, inputs, {})  # fills Mesa's on-disk shader cache
+        warm = _probe(model, precision, inputs, {})
+    return {"cold": cold, "warm": warm}
+
+
+def _probe(model, precision, inputs, env_extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in (CACHE_ENV, "GLCNN_DEBUG")}
+    root = str(Path(__file__).resolve().parents[1])  # glcnn importable, installed or not
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    code = ("import time; start = time.perf_counter(); import sys; from glcnn.bench_load import "
+            "probe; probe(start, *sys.argv[1:])")
+    done = subprocess.run([sys.executable, "-c", code, str(model), precision, str(inputs)],
+                          capture_output=True, text=True, env=env | env_extra, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise GlcnnError(f"load-time probe of {model} failed: {last}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def probe(start: float, model: str, precision: str, inputs: str) -> None:
+    """In a fresh process: print one JSON line with the ms of importing glcnn (since
+    `start`), loading and optimising `model`, creating the context, compiling the Pipeline
+    and its first run on the arrays of the `inputs` .npz, and their sum; plus the programs
+    the Pipeline compiled. u8 calibration (for a model without ranges) is timed apart, not in
+    the sum."""
+    ms = {"import_ms": _ms_since(start)}
+    from .context import Context
+    from .diff import calibrate_if_needed
+    from .importers import load_graph
+    from .passes import optimize
+    from .pipeline import Pipeline
+    with np.load(inputs, allow_pickle=False) as data:
+        feeds = dict(data)
+    lap = _stopwatch()
+    graph = optimize(load_graph(model))
+    ms["load_ms"] = lap()
+    ctx = Context()
+    ms["context_ms"] = lap()
+    calibrate_if_needed(graph, precision, feeds, ctx)
+    ms["calibrate_ms"], calibration_programs = lap(), ctx.compiles
+    pipe = Pipeline(graph, ctx, precision)
+    ms["compile_ms"] = lap()
+    pipe.run(feeds)
+    ms["first_run_ms"] = lap()
+    ms["total_ms"] = sum(v for k, v in ms.items() if k != "calibrate_ms")
+    print(json.dumps(ms | {"programs": ctx.compiles - calibration_programs}))
+
+
+def _ms_since(start: float) -> float:
+    return (time.perf_counter() - start) * 1e3
+
+
+def _stopwatch():
+    """A function returning the ms since its previous call (the first: since now)."""
+    last = time.perf_counter()
+
+    def lap() -> float:
+        nonlocal last
+        ms, last = _ms_since(last), time.perf_counter()
+        return ms
+    return lap
