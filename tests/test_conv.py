@@ -146,6 +146,7 @@ def test_named_case_u8(ctx, case, strategy):
     (ConvCase(C, 8, 8, group=8, hw=(9, 9)), False),  # 3×3 depthwise: too little work per pixel
     (ConvCase(T, 8, 8, s=(2, 2), hw=(9, 9)), True),
     (ConvCase(C, 8, 8, k=(1, 1), hw=(1, 1)), False),  # one output pixel: nothing to block
+    (ConvCase(T, 16, 8, k=(4, 4), hw=(1, 1)), False),  # 1×1 input: a dense layer
     (ConvCase(C, 6, 9, group=3), False),  # GENERIC
     (ConvCase(T, 8, 8, s=(2, 1), hw=(9, 9)), False),  # strides differ: no common phase step
     (ConvCase(T, 8, 8, d=(2, 2), hw=(9, 9)), False),  # MASK_TAPS

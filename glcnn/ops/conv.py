@@ -99,10 +99,12 @@ class _ConvBase(Op):
         # Blocking saves weight fetches but adds a copy pass that reads every render target
         # per output pixel: below ~32 multiply-adds per output (a 3×3 or 5×5 depthwise conv)
         # the copy costs more than it saves (measured on llvmpipe).
+        # A 1×1 input (a DCGAN's first layer: a dense layer in disguise) gives the pixels of a
+        # block different taps of one input texel: nothing to share.
         kh, kw = self.W.shape[2:]
         if self.variant() not in ("DENSE", "DEPTHWISE") or self.W.shape[1] * kh * kw < 32:
             return None
-        return 1
+        return None if self.x_shape[1:] == (1, 1) else 1
 
 
 @register("Conv")
