@@ -29,6 +29,7 @@ Progress goes to stderr, the markdown results (BENCHMARKS.md's results section) 
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -202,6 +203,29 @@ def agreement(results: dict) -> str:
     return table(["model", "output of", "against", "max abs diff", "scaled", ""], rows)
 
 
+# TF.js runs (bench/tfjs/run_tfjs.py) of the models glcnn has here, and the suite's own case.
+TFJS_MODELS = {"autoencoder": "autoencoder32", "dcgan": "dcgan"}
+
+
+def tfjs(results: dict, run: dict, precision: str) -> str:
+    """TF.js's backends (a bench/tfjs/run_tfjs.py JSON) beside glcnn `precision` of this run:
+    speed-up = TF.js median ms / glcnn median ms (both with readback; > 1: glcnn faster)."""
+    rows = []
+    for model, case in TFJS_MODELS.items():
+        glcnn_ms = results.get(case, {}).get("glcnn", {}).get(precision, {}).get("readback")
+        for backend, t in run["models"].get(model, {}).items():
+            if "median_ms" not in t or glcnn_ms is None:
+                continue
+            rows.append([CASES[case][0], f"TF.js {backend}", _ms(t["median_ms"]),
+                         _ms(t["min_ms"]), _ms(glcnn_ms["median_ms"]),
+                         f"{t['median_ms'] / glcnn_ms['median_ms']:.1f}×"])
+    head = (f"TF.js {run['tfjs']} in headless Chromium {run['chromium']}; WebGL renderer "
+            f"`{run['webgl_renderer']}`; TF.js outputs checked against {run['reference']}. "
+            "Timed: upload, the model, `await y.data()` (readback).")
+    return head + "\n\n" + table(["model", "backend", "median ms", "min ms",
+                                   f"glcnn {precision} ms", "glcnn speed-up"], rows)
+
+
 def problems(results: dict) -> str:
     lines = [f"- {CASES[name][0]}: {r['error']}" for name, r in results.items() if "error" in r]
     lines += [f"- {CASES[name][0]} glcnn {p}: {g['error']}" for name, r in _done(results).items()
@@ -224,6 +248,8 @@ def markdown(info: dict, results: dict, args, seconds: float) -> str:
          layers(results, first, args.top)),
         ("Load + compile + first run in a fresh process (cold: Mesa shader cache disabled; "
          "warm: cache primed)", load_times(results)),
+        *([("Against TensorFlow.js (same machine, same session)",
+            tfjs(results, args.tfjs, first))] if args.tfjs else []),
         ("Outputs compared before timing", agreement(results)),
         ("Not benchmarked or not timed", problems(results))]
     body = "\n\n".join(f"### {title}\n\n{text}" for title, text in sections)
@@ -247,7 +273,10 @@ def parse_args(argv=None):
                    help="where the exported ONNX files are kept")
     p.add_argument("--json", type=Path, help="write every raw number here")
     p.add_argument("--markdown", type=Path, help="write the markdown results here")
+    p.add_argument("--tfjs", type=Path, metavar="JSON",
+                   help="a bench/tfjs/run_tfjs.py --json result to set beside glcnn's numbers")
     args = p.parse_args(argv)
+    args.tfjs = json.loads(args.tfjs.read_text()) if args.tfjs else None
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in args.models if m not in CASES]
     if unknown:
