@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 def seeded(make, seed: int = 0) -> nn.Module:
     """`make()` in eval mode after torch.manual_seed(seed), its BatchNorms given non-trivial
-    statistics, as bench/bench_models.py seeds its models (same weights for the same model)."""
+    statistics (bench/tfjs/run_tfjs.py seeds TF.js's copies the same way)."""
     torch.manual_seed(seed)
     model = make()
     for m in model.modules():

@@ -117,6 +117,7 @@ class Pipeline:
         self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes) \
             if precision == "u8" else None
         self.blocking = self._blocking()
+        self._weight_data: dict[str, dict[str, np.ndarray]] = {}
         plan = self._plan(set(self.shapes) if keep == "all" else set(keep))
         self._check_sizes(plan, memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
@@ -173,7 +174,8 @@ class Pipeline:
                                        f"{limit}×{limit} ({self.ctx.renderer})")
         weight_bytes = 0
         for op in self.ops:
-            for sampler, data in op.all_textures().items():
+            self._weight_data[op.node.name] = op.all_textures()  # laid out once, uploaded later
+            for sampler, data in self._weight_data[op.node.name].items():
                 if max(data.shape[:2]) > limit:
                     raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "
                                            f"needs {data.shape[1]}×{data.shape[0]} texels; "
@@ -250,7 +252,7 @@ class Pipeline:
         blocked = blocking.defines | {"BLOCKED_OUTPUT": 1} if blocking else {}
         program = self.ctx.program(op.shader, op.all_defines() | storage | blocked, name)
         weights = []
-        for sampler, data in op.all_textures().items():
+        for sampler, data in self._weight_data.pop(name).items():
             tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
                                       np.ascontiguousarray(data, np.float32).tobytes(), dtype="f4")
             tex.filter = (moderngl.NEAREST, moderngl.NEAREST)

@@ -11,7 +11,7 @@ input and reference output there, runs runner.js (headless Chromium through pupp
 and prints a table on stderr and the JSON result on stdout. See README.md beside this file.
 
 Weights: with torch importable, the PyTorch twins of train/torch_models.py seeded exactly as
-bench/bench_models.py seeds them (torch.manual_seed(0), BatchNorm statistics drawn), and
+bench/suite_models.py seeds them (torch.manual_seed(0), BatchNorm statistics drawn), and
 PyTorch's output as the reference; without torch, numpy weights and a numpy implementation of
 PyTorch's Conv2d / ConvTranspose2d as the reference. Each TF.js output is compared with the
 reference before timing; a model whose max abs difference exceeds --tolerance is not timed.
@@ -164,7 +164,6 @@ def reference_models():
     z = rng.standard_normal((1, 100, 1, 1)).astype(np.float32)
     try:
         import torch
-        from torch import nn
     except ImportError:
         torch = None
     if torch is None:
@@ -172,19 +171,9 @@ def reference_models():
         return ({"autoencoder": (ae, x, ae_fwd(ae, x).astype(np.float32)),
                  "dcgan": (dc, z, dc_fwd(dc, z).astype(np.float32))},
                 "numpy (float64) implementation of PyTorch Conv2d/ConvTranspose2d")
-    sys.path.insert(0, str(ROOT / "train"))
+    sys.path[:0] = [str(ROOT / "train"), str(ROOT / "bench")]
+    from suite_models import seeded  # the suite's weights: same model, same weights
     from torch_models import Autoencoder, DCGANGenerator
-
-    def seeded(make):  # as bench/bench_models.py's seeded_model
-        torch.manual_seed(0)
-        model = make()
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                nn.init.uniform_(m.weight, 0.5, 1.5)
-                nn.init.normal_(m.bias, 0.0, 0.1)
-                m.running_mean.normal_(0.0, 0.1)
-                m.running_var.uniform_(0.5, 1.5)
-        return model.eval()
 
     out = {}
     for name, make, inp in (("autoencoder", Autoencoder, x), ("dcgan", DCGANGenerator, z)):

@@ -66,7 +66,7 @@ def infer(model) -> tuple[dict[str, tuple], dict[str, int]]:
     """
     onnx = onnx_module()
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(_without_weights(model), data_prop=True)
     except Exception as exc:  # InferenceError, ValidationError, RuntimeError
         raise ModelFileError(f"ONNX shape inference failed: {exc}") from None
     graph = inferred.graph
@@ -79,6 +79,32 @@ def infer(model) -> tuple[dict[str, tuple], dict[str, int]]:
             shapes[info.name] = tuple(d.dim_value if d.HasField("dim_value") else None
                                       for d in info.type.tensor_type.shape.dim)
     return shapes, types
+
+
+# Initializers with more elements than this reach shape inference as typed graph inputs,
+# without their data: inference needs their shapes only, and serialising a 167 MB model for
+# it took longer than the rest of the import. Smaller ones (shape tensors) keep their values.
+_INFER_DATA_LIMIT = 4096
+
+
+def _without_weights(model):
+    """A copy of `model` for shape inference whose large initializers are inputs instead."""
+    onnx = onnx_module()
+    light = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    graph, source = light.graph, model.graph
+    graph.name = source.name
+    for field in ("node", "input", "output", "value_info", "sparse_initializer"):
+        getattr(graph, field).extend(getattr(source, field))
+    inputs = {i.name for i in source.input}
+    for init in source.initializer:
+        if math.prod(init.dims) <= _INFER_DATA_LIMIT:
+            graph.initializer.append(init)
+        elif init.name not in inputs:
+            graph.input.append(onnx.helper.make_tensor_value_info(
+                init.name, init.data_type, list(init.dims)))
+    return light
 
 
 class Folder:
