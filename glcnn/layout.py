@@ -102,6 +102,8 @@ class Blocking:
     @property
     def pitch(self) -> int:
         slices, cols = Atlas.of(self.shape).slices, self.tile[1]
+        if slices == 1:  # one tile cannot be spread; empty columns would only cost time
+            return cols
         spread = math.ceil(self.min_width / slices)
         return min(max(cols, spread), max(cols, self.max_width // slices))
 
