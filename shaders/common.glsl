@@ -155,6 +155,16 @@ vec4 activate(vec4 x, int slice) {
 #endif
 }
 
+// The slice of the output atlas this fragment writes and its (x, y) in the tile; false on a
+// tile past the last slice (which stays zero).
+bool output_texel(out int slice, out ivec2 q) {
+    ivec2 p = ivec2(gl_FragCoord.xy);
+    ivec2 tile = p / u_out.zy;
+    slice = tile.y * grid_cols(u_out) + tile.x;
+    q = p - tile * u_out.zy;
+    return slice < (u_out.x + 3) / 4;
+}
+
 // The fused epilogue of output pixel (y, x) of `slice`: residual add, activation, zero lanes
 // past C (so a later op may read whole slices without masking), storage encoding.
 vec4 epilogue(vec4 v, int slice, int y, int x) {
@@ -202,14 +212,12 @@ void main() {
 vec4 compute(int slice, int y, int x);
 
 void main() {
-    ivec2 p = ivec2(gl_FragCoord.xy);
-    ivec2 tile = p / u_out.zy;
-    int slice = tile.y * grid_cols(u_out) + tile.x;
-    if (slice >= (u_out.x + 3) / 4) {
+    int slice;
+    ivec2 q;
+    if (!output_texel(slice, q)) {
         frag_color = vec4(0.0);
         return;
     }
-    ivec2 q = p - tile * u_out.zy;
     frag_color = epilogue(compute(slice, q.y, q.x), slice, q.y, q.x);
 }
 #endif

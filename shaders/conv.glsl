@@ -38,8 +38,7 @@ uniform int u_cg;
 #define MASK_TAPS 1  // taps() cannot bound a dilated transposed conv: mask each tap instead
 #endif
 
-vec2 weights_texel_size, input_texel_size;  // 1 / texture size, set by compute()
-vec2 u_weights_texel;  // 1 / size of u_weights, set by compute_block()
+vec2 weights_texel_size, input_texel_size;  // 1 / texture size, set by compute() or begin_block()
 
 // Weights of input channel c at tap (ky, kx) for the 4 output channels of `slice`.
 vec4 tap(int c, int slice, int ky, int kx) {
@@ -162,11 +161,11 @@ vec4 compute(int slice, int oy, int ox) {
 // visit the union of the block's taps; a pixel whose source lies outside the input reads zero.
 #ifdef TRANSPOSED
 #define SRC_PER_PIXEL ivec2(1)
+#define SRC_PER_TAP ivec2(-1)  // one stride phase step back in the input per visited tap
 #else
 #define SRC_PER_PIXEL u_stride
+#define SRC_PER_TAP u_dilation
 #endif
-
-ivec3 tap_union(ivec3 a, ivec3 b) { return ivec3(min(a.x, b.x), max(a.y, b.y), a.z); }
 
 #ifdef DENSE
 #define WEIGHTS mat4  // the 4x4 block of weights from 4 input to 4 output channels
@@ -174,10 +173,33 @@ ivec3 tap_union(ivec3 a, ivec3 b) { return ivec3(min(a.x, b.x), max(a.y, b.y), a
 #define WEIGHTS vec4  // depthwise: one weight per channel
 #endif
 
+ivec3 tap_union(ivec3 a, ivec3 b) { return ivec3(min(a.x, b.x), max(a.y, b.y), a.z); }
+
+// Taps (first, last, step) along one axis visited by a block of n pixels starting at output o.
+ivec3 block_taps(int o, int n, int k, int pad, int stride, int dilation, int size) {
+    int last = o + (n - 1) * BLOCK_STEP;
+    return tap_union(taps(o, k, pad, stride, dilation, size),
+                     taps(last, k, pad, stride, dilation, size));
+}
+
+// Common start of both forms below: texel sizes, block_acc = bias; returns the first input
+// slice the output slice reads.
+int begin_block(int slice) {
+    weights_texel_size = 1.0 / vec2(textureSize(u_weights, 0));
+    input_texel_size = 1.0 / vec2(textureSize(u_input, 0));
+    vec4 bias = channel_params(u_params, slice, 0);
+    for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
+#ifdef DENSE
+    return 4 * slice / u_cog * u_cg / 4;  // first input slice of the group
+#else
+    return slice;
+#endif
+}
+
 // Weights at kernel column kx of the tap row whose first column is `at` (texel centre, as a
 // texture coordinate), for input channels c..c+3; `next` steps from channel c to c + 1.
 WEIGHTS tap_weights(vec2 at, vec2 next, int c, int kx) {
-    vec2 p = at + float(c) * next + vec2(float(kx) * u_weights_texel.x, 0.0);
+    vec2 p = at + float(c) * next + vec2(float(kx) * weights_texel_size.x, 0.0);
 #ifdef DENSE
     return mat4(textureLod(u_weights, p, 0.0), textureLod(u_weights, p + next, 0.0),
                 textureLod(u_weights, p + 2.0 * next, 0.0), textureLod(u_weights, p + 3.0 * next, 0.0));
@@ -186,116 +208,78 @@ WEIGHTS tap_weights(vec2 at, vec2 next, int c, int kx) {
 #endif
 }
 
-#if !defined(TRANSPOSED) && CG > 4
-// A conv's block reads input columns ix0 + jx * STRIDE_X + kx * DILATION_X: SPAN_X columns
-// in all, most of them shared by several (pixel, tap) pairs. Each is fetched once per input
-// slice and kernel row and feeds every pair that reads it; the constant loops unroll, so the
+// The origin of the input tile after `origin`, walking the atlas row by row.
+ivec2 next_tile(ivec2 origin) {
+    origin.x += u_input_shape.z;
+    int row_end = grid_cols(u_input_shape) * u_input_shape.z;
+    return origin.x < row_end ? origin : ivec2(0, origin.y + u_input_shape.y);
+}
+
+#if CG > 4 && (!defined(TRANSPOSED) || defined(UNIT_DILATION))
+// Column sharing. Along x a block reads SPAN_X input columns, most of them shared by several
+// (pixel, kernel column) pairs; each is fetched once per input slice and kernel row and feeds
+// every pair that reads it. NW weight taps per kernel row are loaded once; pair_tap(m, jx)
+// names the tap by which pixel jx reads column m (-1: none). The constant loops unroll, so the
 // pairing is resolved at compile time. (Measured on llvmpipe: 1.2-1.4x faster than the tap
-// loop below from two input slices on; with one, the tap loop is faster.)
+// loop further below from two input slices on; with one, the tap loop is faster.)
+#ifndef TRANSPOSED
+// A conv: pixel jx reads columns ix0 + jx * STRIDE_X + kx * DILATION_X.
+#define NW KW
 #define SPAN_X ((BLOCK_X - 1) * STRIDE_X + (KW - 1) * DILATION_X + 1)
+int first_column(int ox) { return ox * STRIDE_X - u_pad.x; }
+int tap_column(int t) { return t; }
+int pair_tap(int m, int jx) {
+    int t = m - jx * STRIDE_X;
+    return t >= 0 && t % DILATION_X == 0 && t / DILATION_X < KW ? t / DILATION_X : -1;
+}
+#else
+// A transposed conv: pixels STRIDE_X apart (one stride phase) read, through the phase's taps
+// kx = phase + STRIDE_X * t, columns base - t + jx. NW counts the taps of the largest phase;
+// a phase with fewer gets zero weights.
+#define NW ((KW + STRIDE_X - 1) / STRIDE_X)
+#define SPAN_X (BLOCK_X + NW - 1)
+int phase_x;
+int first_column(int ox) {
+    phase_x = (ox + u_pad.x) % STRIDE_X;
+    return (ox + u_pad.x - phase_x) / STRIDE_X - (NW - 1);
+}
+int tap_column(int t) { return phase_x + STRIDE_X * t; }
+int pair_tap(int m, int jx) {
+    int t = jx + NW - 1 - m;
+    return t >= 0 && t < NW ? t : -1;
+}
+#endif
 
 void compute_block(int slice, int oy, int ox) {
-    u_weights_texel = 1.0 / vec2(textureSize(u_weights, 0));
-    vec2 x_inv = 1.0 / vec2(textureSize(u_input, 0));
-    vec4 bias = channel_params(u_params, slice, 0);
-    for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
-    int last_y = oy + (BLOCK_Y - 1) * BLOCK_STEP;
-    ivec3 ty = tap_union(taps(oy, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y),
-                         taps(last_y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y));
-    int ix0 = ox * STRIDE_X - u_pad.x;
+    int first_slice = begin_block(slice);
+    ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
+    int ix0 = first_column(ox);
     float column[SPAN_X];  // texture x of each column's texel centre, relative to the tile
     bool column_inside[SPAN_X];
     for (int m = 0; m < SPAN_X; ++m) {
-        column[m] = (float(ix0 + m) + 0.5) * x_inv.x;
+        column[m] = (float(ix0 + m) + 0.5) * input_texel_size.x;
         column_inside[m] = uint(ix0 + m) < uint(u_input_shape.z);
     }
-#ifdef DENSE
-    int first_slice = 4 * slice / u_cog * u_cg / 4;  // first input slice of the group
-#else
-    int first_slice = slice;
-#endif
     ivec2 first_origin = tile_origin(u_input_shape, first_slice);
-    int row_end = grid_cols(u_input_shape) * u_input_shape.z;
-    vec2 next_weight = vec2(KW * u_weights_texel.x, 0.0);
-    for (int ky = ty.x; ky <= ty.y; ++ky) {
-        int iy0 = oy * u_stride.y - u_pad.y + ky * u_dilation.y;
+    vec2 next_weight = vec2(KW * weights_texel_size.x, 0.0);
+    int iy0 = source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y);  // in range: ty.x is a tap
+    for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy0 += SRC_PER_TAP.y) {
         float row[BLOCK_Y];
         bool row_inside[BLOCK_Y];
         for (int jy = 0; jy < BLOCK_Y; ++jy) {
-            int iy = iy0 + jy * u_stride.y;
-            row[jy] = (float(iy) + 0.5) * x_inv.y;
+            int iy = iy0 + jy * SRC_PER_PIXEL.y;
+            row[jy] = (float(iy) + 0.5) * input_texel_size.y;
             row_inside[jy] = uint(iy) < uint(u_input_shape.y);
         }
-        vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * u_weights_texel;
+        vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
         ivec2 origin = first_origin;
         int s = first_slice;
-        for (int c = 0; c < CG; c += 4, ++s) {
-            vec2 tile = vec2(origin) * x_inv;
+        for (int c = 0; c < CG; c += 4, ++s, origin = next_tile(origin)) {
+            vec2 tile = vec2(origin) * input_texel_size;
             mat2x4 range = storage_range(u_input_shape, s);
-            WEIGHTS w[KW];
-            for (int kx = 0; kx < KW; ++kx) w[kx] = tap_weights(w_at, next_weight, c, kx);
-            for (int jy = 0; jy < BLOCK_Y; ++jy) {
-                for (int m = 0; m < SPAN_X; ++m) {
-                    vec2 at = tile + vec2(column[m], row[jy]);
-                    vec4 x = decode_with(textureLod(u_input, at, 0.0), range);
-                    x = column_inside[m] && row_inside[jy] ? x : vec4(0.0);
-                    for (int jx = 0; jx < BLOCK_X; ++jx) {
-                        int t = m - jx * STRIDE_X;  // = kx * DILATION_X for the tap reading m
-                        if (t >= 0 && t % DILATION_X == 0 && t / DILATION_X < KW)
-                            block_acc[jy * BLOCK_X + jx] += w[t / DILATION_X] * x;
-                    }
-                }
-            }
-            origin.x += u_input_shape.z;
-            origin = origin.x < row_end ? origin : ivec2(0, origin.y + u_input_shape.y);
-        }
-    }
-}
-#elif defined(TRANSPOSED) && defined(UNIT_DILATION) && CG > 4
-// A transposed conv's block (pixels STRIDE_X apart, one stride phase) reads, through the
-// phase's taps kx = phase + STRIDE_X * t, input columns base - t + jx: SPAN_X columns shared
-// by the (pixel, tap) pairs, each fetched once per input slice and kernel row as above.
-// TAPS_X counts the taps of the largest phase; a phase with fewer gets zero weights.
-#define TAPS_X ((KW + STRIDE_X - 1) / STRIDE_X)
-#define SPAN_X (BLOCK_X + TAPS_X - 1)
-
-void compute_block(int slice, int oy, int ox) {
-    u_weights_texel = 1.0 / vec2(textureSize(u_weights, 0));
-    vec2 x_inv = 1.0 / vec2(textureSize(u_input, 0));
-    vec4 bias = channel_params(u_params, slice, 0);
-    for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
-    int last_y = oy + (BLOCK_Y - 1) * BLOCK_STEP;
-    ivec3 ty = tap_union(taps(oy, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y),
-                         taps(last_y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y));
-    int phase = (ox + u_pad.x) % STRIDE_X;
-    int ix0 = (ox + u_pad.x - phase) / STRIDE_X - (TAPS_X - 1);  // column m = 0
-    float column[SPAN_X];
-    bool column_inside[SPAN_X];
-    for (int m = 0; m < SPAN_X; ++m) {
-        column[m] = (float(ix0 + m) + 0.5) * x_inv.x;
-        column_inside[m] = uint(ix0 + m) < uint(u_input_shape.z);
-    }
-    int first_slice = 4 * slice / u_cog * u_cg / 4;
-    ivec2 first_origin = tile_origin(u_input_shape, first_slice);
-    int row_end = grid_cols(u_input_shape) * u_input_shape.z;
-    vec2 next_weight = vec2(KW * u_weights_texel.x, 0.0);
-    int iy0 = (oy + u_pad.y - ty.x) / u_stride.y;  // exact: ty.x <= oy + pad, in its phase
-    for (int ky = ty.x; ky <= ty.y; ky += ty.z, --iy0) {
-        float row[BLOCK_Y];
-        bool row_inside[BLOCK_Y];
-        for (int jy = 0; jy < BLOCK_Y; ++jy) {
-            row[jy] = (float(iy0 + jy) + 0.5) * x_inv.y;
-            row_inside[jy] = uint(iy0 + jy) < uint(u_input_shape.y);
-        }
-        vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * u_weights_texel;
-        ivec2 origin = first_origin;
-        int s = first_slice;
-        for (int c = 0; c < CG; c += 4, ++s) {
-            vec2 tile = vec2(origin) * x_inv;
-            mat2x4 range = storage_range(u_input_shape, s);
-            WEIGHTS w[TAPS_X];
-            for (int t = 0; t < TAPS_X; ++t) {
-                int kx = phase + STRIDE_X * t;
+            WEIGHTS w[NW];
+            for (int t = 0; t < NW; ++t) {
+                int kx = tap_column(t);
                 w[t] = kx < KW ? tap_weights(w_at, next_weight, c, kx) : WEIGHTS(0.0);
             }
             for (int jy = 0; jy < BLOCK_Y; ++jy) {
@@ -304,78 +288,50 @@ void compute_block(int slice, int oy, int ox) {
                     vec4 x = decode_with(textureLod(u_input, at, 0.0), range);
                     x = column_inside[m] && row_inside[jy] ? x : vec4(0.0);
                     for (int jx = 0; jx < BLOCK_X; ++jx) {
-                        int t = jx + TAPS_X - 1 - m;
-                        if (t >= 0 && t < TAPS_X) block_acc[jy * BLOCK_X + jx] += w[t] * x;
+                        int t = pair_tap(m, jx);
+                        if (t >= 0) block_acc[jy * BLOCK_X + jx] += w[t] * x;
                     }
                 }
             }
-            origin.x += u_input_shape.z;
-            origin = origin.x < row_end ? origin : ivec2(0, origin.y + u_input_shape.y);
         }
     }
 }
 #else
+// Tap by tap: for each tap the block's pixels fetch their own sources and share its weights.
 void compute_block(int slice, int oy, int ox) {
-    vec2 w_inv = 1.0 / vec2(textureSize(u_weights, 0));
-    vec2 x_inv = 1.0 / vec2(textureSize(u_input, 0));
-    vec4 bias = channel_params(u_params, slice, 0);
-    for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
-    ivec2 last = ivec2(ox, oy) + (ivec2(BLOCK_X, BLOCK_Y) - 1) * BLOCK_STEP;
-    ivec3 ty = tap_union(taps(oy, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y),
-                         taps(last.y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y));
-    ivec3 tx = tap_union(taps(ox, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z),
-                         taps(last.x, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z));
+    int first_slice = begin_block(slice);
+    ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
+    ivec3 tx = block_taps(ox, BLOCK_X, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z);
     ivec2 src = ivec2(source(ox, tx.x, u_pad.x, u_stride.x, u_dilation.x),
                       source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y));
-#ifdef TRANSPOSED
-    ivec2 src_step = ivec2(-1);
-#else
-    ivec2 src_step = u_dilation;
-#endif
-#ifdef DENSE
-    int first_slice = 4 * slice / u_cog * u_cg / 4;  // first input slice of the group
-#else
-    int first_slice = slice;
-#endif
     ivec2 first_origin = tile_origin(u_input_shape, first_slice);
-    int row_end = grid_cols(u_input_shape) * u_input_shape.z;
-    vec2 next_weight = vec2(KW * w_inv.x, 0.0);  // from input channel c to c + 1
+    vec2 next_weight = vec2(KW * weights_texel_size.x, 0.0);
     int iy = src.y;
-    for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy += src_step.y) {
+    for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy += SRC_PER_TAP.y) {
         int ix = src.x;
-        for (int kx = tx.x; kx <= tx.y; kx += tx.z, ix += src_step.x) {
+        for (int kx = tx.x; kx <= tx.y; kx += tx.z, ix += SRC_PER_TAP.x) {
             vec2 offset[BLOCK];  // texel centre of each pixel's source, relative to the tile
             bool inside[BLOCK];
             for (int j = 0; j < BLOCK; ++j) {
                 ivec2 at = ivec2(ix, iy) + ivec2(j % BLOCK_X, j / BLOCK_X) * SRC_PER_PIXEL;
                 inside[j] = uint(at.x) < uint(u_input_shape.z) &&
                             uint(at.y) < uint(u_input_shape.y);
-                offset[j] = (vec2(at) + 0.5) * x_inv;
+                offset[j] = (vec2(at) + 0.5) * input_texel_size;
             }
-            vec2 w_at = (vec2(kx, slice * KH + ky) + 0.5) * w_inv;
+            vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
             ivec2 origin = first_origin;
             int s = first_slice;
-            for (int c = 0; c < CG; c += 4, ++s) {
-                vec2 tile = vec2(origin) * x_inv;
+            for (int c = 0; c < CG; c += 4, ++s, origin = next_tile(origin)) {
+                vec2 tile = vec2(origin) * input_texel_size;
                 mat2x4 range = storage_range(u_input_shape, s);
-#ifdef DENSE
-                vec2 wc = w_at + float(c) * next_weight;
-                mat4 w = mat4(textureLod(u_weights, wc, 0.0),
-                              textureLod(u_weights, wc + next_weight, 0.0),
-                              textureLod(u_weights, wc + 2.0 * next_weight, 0.0),
-                              textureLod(u_weights, wc + 3.0 * next_weight, 0.0));
-#else
-                vec4 w = textureLod(u_weights, w_at, 0.0);
-#endif
+                WEIGHTS w = tap_weights(w_at, next_weight, c, kx);
                 for (int j = 0; j < BLOCK; ++j) {
                     vec4 x = decode_with(textureLod(u_input, tile + offset[j], 0.0), range);
                     block_acc[j] += w * (inside[j] ? x : vec4(0.0));
                 }
-                origin.x += u_input_shape.z;
-                origin = origin.x < row_end ? origin : ivec2(0, origin.y + u_input_shape.y);
             }
         }
     }
 }
-#endif  // the three forms of compute_block
+#endif  // the two forms of compute_block
 #endif  // BLOCKED_OUTPUT

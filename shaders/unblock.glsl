@@ -48,14 +48,12 @@ vec4 block_texel(int j, ivec2 p) {
 }
 
 void main() {
-    ivec2 p = ivec2(gl_FragCoord.xy);
-    ivec2 tile = p / u_out.zy;
-    int slice = tile.y * grid_cols(u_out) + tile.x;
-    if (slice >= (u_out.x + 3) / 4) {
+    int slice;
+    ivec2 q;  // output pixel (x, y)
+    if (!output_texel(slice, q)) {
         frag_color = vec4(0.0);
         return;
     }
-    ivec2 q = p - tile * u_out.zy;  // output pixel (x, y)
     ivec2 span = BLOCK_STEP * ivec2(BLOCK_X, BLOCK_Y);  // pixels covered by one block row/col
     ivec2 within = q % span;
     ivec2 jj = within / BLOCK_STEP;  // (jx, jy): which pixel of its block

@@ -1,10 +1,15 @@
 """Real CNN architectures in PyTorch, narrow (few channels) but at their usual input sizes,
 exported with torch.onnx.export for the ONNX importer tests. Seeded; nothing downloaded."""
 
+import sys
 import warnings
+from pathlib import Path
 
 import torch
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from suite_models import ConvLayer, ResidualBlock, conv_in_relu  # noqa: E402
 
 F = nn.functional
 
@@ -67,36 +72,14 @@ class MobileNetV2(nn.Module):
 
 
 # --- fast neural style (Johnson et al.) ----------------------------------------------------------
-class ConvLayer(nn.Sequential):
-    """[nearest ×2 upsampling] → reflection pad → conv."""
-
-    def __init__(self, cin, cout, k, stride=1, upsample=False):
-        super().__init__(*([nn.Upsample(scale_factor=2, mode="nearest")] * upsample),
-                         nn.ReflectionPad2d(k // 2), nn.Conv2d(cin, cout, k, stride))
-
-
-def style_block(cin, cout, k, stride=1, upsample=False):
-    return [ConvLayer(cin, cout, k, stride, upsample), nn.InstanceNorm2d(cout, affine=True),
-            nn.ReLU()]
-
-
-class StyleResidual(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.body = nn.Sequential(*style_block(c, c, 3), ConvLayer(c, c, 3),
-                                  nn.InstanceNorm2d(c, affine=True))
-
-    def forward(self, x):
-        return x + self.body(x)
-
-
 def fast_style(c=8):
-    """The transformer network, narrow: reflect pad, InstanceNorm, nearest upsampling."""
-    return nn.Sequential(*style_block(3, c, 9), *style_block(c, 2 * c, 3, 2),
-                         *style_block(2 * c, 4 * c, 3, 2),
-                         *[StyleResidual(4 * c) for _ in range(2)],
-                         *style_block(4 * c, 2 * c, 3, upsample=True),
-                         *style_block(2 * c, c, 3, upsample=True), ConvLayer(c, 3, 9))
+    """The transformer network of the benchmark suite (its blocks), narrow and with two
+    residual blocks instead of five: reflect pad, InstanceNorm, nearest upsampling."""
+    return nn.Sequential(*conv_in_relu(3, c, 9), *conv_in_relu(c, 2 * c, 3, 2),
+                         *conv_in_relu(2 * c, 4 * c, 3, 2),
+                         *[ResidualBlock(4 * c) for _ in range(2)],
+                         *conv_in_relu(4 * c, 2 * c, 3, upsample=True),
+                         *conv_in_relu(2 * c, c, 3, upsample=True), ConvLayer(c, 3, 9))
 
 
 # --- U-Nets ------------------------------------------------------------------------------------
