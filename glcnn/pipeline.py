@@ -31,6 +31,7 @@ PRECISIONS = TEXTURE_DTYPE
 STRATEGIES = ("direct", "blocked")
 READBACKS = (True, False, "texture", "async")
 BLOCK_SHAPE = (2, 4)  # (rows, cols) of output pixels per fragment in "blocked" passes
+MAX_BLOCK = 8  # render targets per pass that every GL 3.3 offers (GL_MAX_DRAW_BUFFERS ≥ 8)
 _DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}
 RANGES_UNIT = 15  # texture unit of the u8 ranges texture (ops use fewer units)
 _WEIGHT_TEXEL_BYTES = 16  # weight textures are RGBA32F
@@ -151,6 +152,9 @@ class Pipeline:
                 continue
             _, h, w = op.output_shape()
             by, bx = (min(b, math.ceil(n / step)) for b, n in zip(BLOCK_SHAPE, (h, w)))
+            if by * bx > MAX_BLOCK:
+                raise GlcnnError(f"BLOCK_SHAPE {BLOCK_SHAPE} needs {by * bx} render targets; "
+                                 f"the shaders write at most {MAX_BLOCK}")
             if by * bx > 1:
                 out[op.node.name] = Blocking(op.output_shape(), by, bx, step,
                                              self.ctx.max_texture_size, self.ctx.spread_width)

@@ -198,15 +198,38 @@ void main() {
     int slice = tile.y * u_block.z + tile.x;
     ivec2 q = p - tile * ivec2(u_block.w, u_block.x);
     if (slice >= (u_out.x + 3) / 4 || q.x >= u_block.y) {
-        for (int j = 0; j < BLOCK; ++j) frag_block[j] = vec4(0.0);
-        return;
+        for (int j = 0; j < BLOCK; ++j) block_acc[j] = vec4(0.0);
+    } else {
+        ivec2 o = q / BLOCK_STEP * BLOCK_STEP * ivec2(BLOCK_X, BLOCK_Y) + q % BLOCK_STEP;
+        compute_block(slice, o.y, o.x);
+        for (int j = 0; j < BLOCK; ++j) {
+            ivec2 at = o + BLOCK_STEP * ivec2(j % BLOCK_X, j / BLOCK_X);
+            block_acc[j] = epilogue(block_acc[j], slice, at.y, at.x);
+        }
     }
-    ivec2 o = q / BLOCK_STEP * BLOCK_STEP * ivec2(BLOCK_X, BLOCK_Y) + q % BLOCK_STEP;
-    compute_block(slice, o.y, o.x);
-    for (int j = 0; j < BLOCK; ++j) {
-        ivec2 at = o + BLOCK_STEP * ivec2(j % BLOCK_X, j / BLOCK_X);
-        frag_block[j] = epilogue(block_acc[j], slice, at.y, at.x);
-    }
+    // Outputs indexed by constants only: some drivers (and GLSL ES) allow nothing else.
+    frag_block[0] = block_acc[0];
+#if BLOCK > 1
+    frag_block[1] = block_acc[1];
+#endif
+#if BLOCK > 2
+    frag_block[2] = block_acc[2];
+#endif
+#if BLOCK > 3
+    frag_block[3] = block_acc[3];
+#endif
+#if BLOCK > 4
+    frag_block[4] = block_acc[4];
+#endif
+#if BLOCK > 5
+    frag_block[5] = block_acc[5];
+#endif
+#if BLOCK > 6
+    frag_block[6] = block_acc[6];
+#endif
+#if BLOCK > 7
+    frag_block[7] = block_acc[7];
+#endif
 }
 #elif !defined(CUSTOM_MAIN)
 vec4 compute(int slice, int y, int x);
