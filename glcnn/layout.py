@@ -162,8 +162,10 @@ def pack_filters(w: np.ndarray) -> np.ndarray:
     """
     co, cg, kh, kw = w.shape
     s = (co + 3) // 4
-    padded = np.zeros((s * 4, cg, kh, kw), np.float32)
-    padded[:co] = w
+    padded = np.asarray(w, np.float32)
+    if co % 4:  # (copying a large layer twice costs more than its upload)
+        padded = np.zeros((s * 4, cg, kh, kw), np.float32)
+        padded[:co] = w
     # (S, 4, Cg, kh, kw) -> (S, kh, Cg, kw, 4)
     tiles = padded.reshape(s, 4, cg, kh, kw).transpose(0, 3, 2, 4, 1)
     return np.ascontiguousarray(tiles.reshape(s * kh, cg * kw, 4))
