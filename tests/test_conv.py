@@ -107,6 +107,8 @@ NAMED += [
      "DEPTHWISE"),
     (ConvCase(C, 8, 8, k=(3, 3), s=(1, 2), d=(2, 2), pads=(2, 1, 2, 1), hw=(9, 10)), "DENSE"),
     (ConvCase(C, 16, 8, k=(1, 1), hw=(6, 11)), "DENSE"),
+    (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(3, 37)), "DENSE"),  # wide: 1×8 blocks
+    (ConvCase(C, 8, 12, s=(2, 2), pads=(1, 1, 1, 1), hw=(4, 70)), "DENSE"),
     (ConvCase(T, 16, 8, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(8, 8)), "DENSE"),
     (ConvCase(T, 8, 4, k=(3, 3), s=(2, 2), pads=(1, 1, 1, 1), out_pad=(1, 1), hw=(5, 3)), "DENSE"),
     (ConvCase(T, 4, 8, k=(5, 5), s=(3, 3), pads=(2, 1, 0, 2), out_pad=(2, 0), hw=(4, 6)), "DENSE"),
@@ -163,8 +165,18 @@ def test_which_layers_run_blocked(ctx, case, blocked):
 def test_other_block_shapes(ctx, monkeypatch, shape):
     """The named cases with other (rows, cols) blocks than the default."""
     monkeypatch.setattr(glcnn.pipeline, "BLOCK_SHAPE", shape)
+    monkeypatch.setattr(glcnn.pipeline, "WIDE_BLOCK_SHAPE", shape)
     for case, _ in NAMED:
         check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(2), strategy="blocked")
+
+
+@pytest.mark.parametrize(("width", "block"), [(31, (2, 4)), (32, (1, 8)), (70, (1, 8))])
+def test_block_shape_follows_the_output_width(ctx, width, block):
+    case = ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(5, width))
+    graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights())
+    with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
+        blocking = pipe.blocking["y"]
+        assert (blocking.block_y, blocking.block_x) == block
 
 
 def test_blocked_grid_wraps_rows(ctx, monkeypatch):
