@@ -181,6 +181,11 @@ class Pipeline:
                 raise TextureSizeError(f"tensor {name!r} of shape {shape} needs a "
                                        f"{Atlas.of(shape).size} texture; this GL allows "
                                        f"{limit}×{limit} ({self.ctx.renderer})")
+        for name, blocking in self.blocking.items():
+            if max(blocking.size) > limit:
+                raise TextureSizeError(f"layer {name!r}: its blocked render targets need "
+                                       f"{blocking.size} texels; this GL allows "
+                                       f"{limit}×{limit}; use strategy='direct'")
         weight_bytes = 0
         for op in self.ops:
             self._weight_data[op.node.name] = op.all_textures()  # laid out once, uploaded later

@@ -179,6 +179,14 @@ def test_block_shape_follows_the_output_width(ctx, width, block):
         assert (blocking.block_y, blocking.block_x) == block
 
 
+def test_blocked_targets_over_the_texture_limit_are_refused(ctx, monkeypatch):
+    monkeypatch.setattr(glcnn.layout.Blocking, "size", property(lambda self: (8, 10**6)))
+    case = ConvCase(C, 8, 8, hw=(9, 9))
+    graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights())
+    with pytest.raises(glcnn.TextureSizeError, match="'y'.*blocked.*strategy='direct'"):
+        glcnn.Pipeline(graph, ctx, strategy="blocked")
+
+
 def test_blocked_grid_wraps_rows(ctx, monkeypatch):
     """Render targets wider than the texture limit wrap onto more grid rows."""
     monkeypatch.setattr(glcnn.Context, "max_texture_size", property(lambda self: 64))
