@@ -122,7 +122,8 @@ class Pipeline:
         self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes) \
             if precision == "u8" else None
         self.blocking = self._blocking()
-        self._weight_data: dict[str, dict[str, np.ndarray]] = {}
+        # Weight textures laid out once: sized by _check_sizes, uploaded by _make_pass.
+        self._weight_data = {op.node.name: op.all_textures() for op in self.ops}
         plan = self._plan(set(self.shapes) if keep == "all" else set(keep))
         self._check_sizes(plan, memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
@@ -188,7 +189,6 @@ class Pipeline:
                                        f"{limit}×{limit}; use strategy='direct'")
         weight_bytes = 0
         for op in self.ops:
-            self._weight_data[op.node.name] = op.all_textures()  # laid out once, uploaded later
             for sampler, data in self._weight_data[op.node.name].items():
                 if max(data.shape[:2]) > limit:
                     raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "
@@ -295,8 +295,9 @@ class Pipeline:
         while len(pool) < blocking.targets:
             pool.append(self._new_texture_of_size(blocking.size))
         program = self.ctx.program("unblock.glsl", blocking.defines | {"CUSTOM_MAIN": 1}, name)
+        for j in range(blocking.targets):  # target j always sits on texture unit j
+            program[f"u_block{j}"].value = j
         uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform}
-        uniforms |= {f"u_block{j}": j for j in range(blocking.targets)}
         return Unblock(program, self.ctx.gl.vertex_array(program, []), out,
                        pool[:blocking.targets], uniforms)
 
@@ -339,11 +340,15 @@ class Pipeline:
         if readback == "async":
             return self._start_readback(batched)
         if readback == "texture":
-            outs = {n: self.textures[n] for n in self.graph.outputs}
-        else:
-            outs = {n: self._own_layout(n, self.read(n)) if batched else self.read(n)
-                    for n in self.graph.outputs}
-        return outs[self.graph.outputs[0]] if len(outs) == 1 else outs
+            return self._outputs({n: self.textures[n] for n in self.graph.outputs})
+        return self._outputs({n: self.read(n) for n in self.graph.outputs}, batched)
+
+    def _outputs(self, values: dict, batched: bool = False):
+        """run()'s result from output name -> value: each array in the model file's own
+        layout when the input had a batch axis; the value alone for a one-output model."""
+        if batched:
+            values = {name: self._own_layout(name, y) for name, y in values.items()}
+        return values[self.graph.outputs[0]] if len(values) == 1 else values
 
     def _start_readback(self, batched: bool) -> "Readback":
         for name in self.graph.outputs:
@@ -569,11 +574,8 @@ class Readback:
             raise GlcnnError("Readback.result() after the pipeline ran again or was released; "
                              "the buffers now hold a later run: call result() first")
         pipe.ctx.check_thread()
-        outs = {}
-        for name in pipe.graph.outputs:
-            y = pipe._from_texels(name, pipe._pbos[name].read())
-            outs[name] = pipe._own_layout(name, y) if self.batched else y
-        return outs[pipe.graph.outputs[0]] if len(outs) == 1 else outs
+        return pipe._outputs({name: pipe._from_texels(name, pipe._pbos[name].read())
+                              for name in pipe.graph.outputs}, self.batched)
 
     def __repr__(self):
         return f"Readback(run {self.run} of {self.pipeline!r})"
