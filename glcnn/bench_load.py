@@ -39,7 +39,10 @@ def load_times(model, precision: str, feeds: dict) -> dict:
 
 
 def _probe(model, precision, inputs, env_extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in (CACHE_ENV, "GLCNN_DEBUG")}
+    # PYTHONDONTWRITEBYTECODE would make every probe compile glcnn's modules from source,
+    # which an installed package does not do.
+    env = {k: v for k, v in os.environ.items()
+           if k not in (CACHE_ENV, "GLCNN_DEBUG", "PYTHONDONTWRITEBYTECODE")}
     root = str(Path(__file__).resolve().parents[1])  # glcnn importable, installed or not
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     code = ("import time; start = time.perf_counter(); import sys; from glcnn.bench_load import "

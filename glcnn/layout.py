@@ -145,7 +145,7 @@ def unpack(data: np.ndarray, shape) -> np.ndarray:
     return np.ascontiguousarray(tiles.reshape(-1, h, w)[:c], dtype=np.float32)
 
 
-def pack_filters(w: np.ndarray) -> np.ndarray:
+def pack_filters(w: np.ndarray, channels: int | None = None) -> np.ndarray:
     """Lay out conv weights (Co, Cg, kh, kw) as a grid of kh×kw filter tiles.
 
     Tile (column c, row s) holds the taps of input channel c for output slice s, one
@@ -159,16 +159,25 @@ def pack_filters(w: np.ndarray) -> np.ndarray:
 
     Texel (c·kw + kx, s·kh + ky) = w[4s : 4s+4, c, ky, kx]. Blitting the texture
     shows every filter as a small image.
+
+    Args:
+        w: any (Co, Cg, kh, kw) array or strided view (e.g. a transposed conv's weights
+            seen as a conv's); it is read once, straight into the texture layout.
+        channels: columns to lay out, ≥ Cg; the extra input channels are zero.
+    Returns:
+        (S·kh, channels·kw, 4) float32, S = ceil(Co / 4); output channels ≥ Co are zero.
     """
     co, cg, kh, kw = w.shape
-    s = (co + 3) // 4
-    padded = np.asarray(w, np.float32)
-    if co % 4:  # (copying a large layer twice costs more than its upload)
-        padded = np.zeros((s * 4, cg, kh, kw), np.float32)
-        padded[:co] = w
-    # (S, 4, Cg, kh, kw) -> (S, kh, Cg, kw, 4)
-    tiles = padded.reshape(s, 4, cg, kh, kw).transpose(0, 3, 2, 4, 1)
-    return np.ascontiguousarray(tiles.reshape(s * kh, cg * kw, 4))
+    s, channels = (co + 3) // 4, channels or cg
+    padding = co % 4 or channels != cg
+    out = (np.zeros if padding else np.empty)((s, kh, channels, kw, 4), np.float32)
+    # The output seen as (S, 4, channels, kh, kw): one strided copy of w into it.
+    target = out.transpose(0, 4, 2, 1, 3)[:, :, :cg]
+    full = co // 4
+    target[:full] = w[:4 * full].reshape(full, 4, cg, kh, kw)
+    if co % 4:
+        target[full, :co % 4] = w[4 * full:]
+    return out.reshape(s * kh, channels * kw, 4)
 
 
 def pack_channels(*rows: np.ndarray) -> np.ndarray:

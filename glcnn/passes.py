@@ -49,16 +49,19 @@ def fold_batchnorm(graph: Graph) -> Graph:
         if bn is None or bn.op != "BatchNormalization" or bn.inputs[0] != conv.name:
             continue
         a, b = batchnorm_affine(bn)
-        W = np.asarray(conv.weights["W"], np.float64)
+        # float32 products (a rounded once more than in float64): the weights are the bulk
+        # of a model's bytes, and float64 copies of them cost more than the rest of a load.
+        W = np.asarray(conv.weights["W"], np.float32)
+        scale = a.astype(np.float32)
         bias = np.asarray(conv.weights.get("B", np.zeros(len(a))), np.float64)
         if conv.op == "Conv":
-            W = W * a[:, None, None, None]
+            W = W * scale[:, None, None, None]
         else:  # (Ci, Co/group, kh, kw): output channel g·Cog + j is axis 1 within group g
             group = int(conv.attrs.get("group", 1))
             W = (W.reshape(group, -1, *W.shape[1:]) *
-                 a.reshape(group, 1, -1, 1, 1)).reshape(W.shape)
-        conv.weights = {**conv.weights, "W": W.astype(np.float32),
-                        "B": (bias * a + b).astype(np.float32)}
+                 scale.reshape(group, 1, -1, 1, 1)).reshape(W.shape)
+        W.flags.writeable = False  # (ops remember read-only weights as checked: base.py)
+        conv.weights = {**conv.weights, "W": W, "B": (bias * a + b).astype(np.float32)}
         _absorb(graph, conv, bn)
     return graph
 

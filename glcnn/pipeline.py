@@ -211,7 +211,8 @@ class Pipeline:
         if self.u8 is None:
             return None
         data = self.u8.texture_data()
-        tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4, data.tobytes(), dtype="f4")
+        tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
+                                  np.ascontiguousarray(data, np.float32), dtype="f4")
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
         tex.repeat_x = tex.repeat_y = False
         return tex
@@ -268,7 +269,7 @@ class Pipeline:
         weights = []
         for sampler, data in self._weight_data.pop(name).items():
             tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
-                                      np.ascontiguousarray(data, np.float32).tobytes(), dtype="f4")
+                                      np.ascontiguousarray(data, np.float32), dtype="f4")
             tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
             tex.repeat_x = tex.repeat_y = False
             weights.append((sampler, tex))

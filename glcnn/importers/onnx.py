@@ -1,7 +1,8 @@
 """ONNX importer: a `.onnx` file (e.g. from `torch.onnx.export`) to a glcnn Graph (no GL).
 
 Steps:
-1. read and sanity-check the protobuf (`ModelFileError` naming the file otherwise);
+1. read and sanity-check the protobuf, large weights read apart as views of the file
+   (`onnx_wire`) (`ModelFileError` naming the file otherwise);
 2. give a symbolic batch dimension the value 1 and run onnx shape inference;
 3. fold everything computable from initializers and static shapes (`onnx_fold`): the
    Shape/Gather/Unsqueeze/Concat/Cast/Constant arithmetic PyTorch emits disappears;
@@ -27,7 +28,7 @@ import numpy as np
 from ..errors import GlcnnError, ModelFileError, UnsupportedOpError
 from ..graph import Graph, Node
 from ..limits import memory_budget, mib
-from . import onnx_fold, onnx_spatial  # noqa: F401  (onnx_spatial registers converters)
+from . import onnx_fold, onnx_spatial, onnx_wire  # noqa: F401 (onnx_spatial registers converters)
 from .onnx_fold import onnx_module
 
 FLOAT = 1  # onnx.TensorProto.FLOAT
@@ -45,8 +46,8 @@ def load(path) -> Graph:
         UnsupportedOpError: ops, attribute values, ranks, batch sizes or dtypes glcnn
             cannot run; unsupported op types are all listed in one error.
     """
-    model = read_model(path)
-    return OnnxImport(model, Path(path).name).run()
+    model, weights = read_split(path)
+    return OnnxImport(model, Path(path).name, weights).run()
 
 
 def read_model(path):
@@ -55,9 +56,24 @@ def read_model(path):
     Raises:
         ModelFileError: naming the file.
     """
-    onnx = onnx_module()
+    return _read(path, split=False)[0]
+
+
+def read_split(path):
+    """`read_model`, the large initializers read apart (`onnx_wire`) when the file allows.
+
+    Returns:
+        (model, {initializer name: read-only array}): the named initializers are in the
+        model without their data.
+    Raises:
+        ModelFileError: naming the file.
+    """
+    return _read(path, split=True)
+
+
+def _read(path, split: bool):
     try:
-        model = onnx.load(str(path))
+        model, weights = _parse(Path(path), split)
     except Exception as exc:  # DecodeError, OSError, external-data errors, ...
         raise ModelFileError(f"{path}: not a readable ONNX model ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else 'corrupt'})") from None
@@ -65,7 +81,24 @@ def read_model(path):
         raise ModelFileError(f"{path}: not an ONNX model (no graph outputs; empty, truncated "
                              "or another format)")
     _check_text(model, path)
-    return model
+    return model, weights
+
+
+def _parse(path: Path, split: bool):
+    onnx = onnx_module()
+    if split and path.suffix.lower() == ".onnx":
+        parts = onnx_wire.split(path.read_bytes(), onnx_fold.INFER_DATA_LIMIT)
+        if parts is not None:
+            model = onnx.ModelProto()
+            model.ParseFromString(parts[0])
+            if not _uses_external_data(model):
+                return model, parts[1]
+    return onnx.load(str(path)), {}
+
+
+def _uses_external_data(model) -> bool:
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+    return any(uses_external_data(t) for t in _get_all_tensors(model))
 
 
 def _check_text(model, path) -> None:
@@ -97,8 +130,8 @@ class OnnxImport:
     Converters in `onnx_ops` call `act`, `const`, `shape`, `emit` and `alias`.
     """
 
-    def __init__(self, model, filename: str):
-        self.model, self.filename = model, filename
+    def __init__(self, model, filename: str, weights: dict | None = None):
+        self.model, self.filename, self.weights = model, filename, weights or {}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           1)
         self.consts = {t.name: self._initializer(t) for t in model.graph.initializer}
@@ -122,6 +155,8 @@ class OnnxImport:
             raise ModelFileError(f"{self.filename}: initializer {tensor.name!r} declares dims "
                                  f"{list(tensor.dims)}; negative, or over the memory budget "
                                  f"of {mib(memory_budget())} (GLCNN_MEMORY_BUDGET)")
+        if tensor.name in self.weights:
+            return self.weights[tensor.name]
         try:
             return onnx_module().numpy_helper.to_array(tensor)
         except Exception as exc:  # noqa: BLE001 - onnx raises ValueError, TypeError, ...

@@ -84,7 +84,7 @@ def infer(model) -> tuple[dict[str, tuple], dict[str, int]]:
 # Initializers with more elements than this reach shape inference as typed graph inputs,
 # without their data: inference needs their shapes only, and serialising a 167 MB model for
 # it took longer than the rest of the import. Smaller ones (shape tensors) keep their values.
-_INFER_DATA_LIMIT = 4096
+INFER_DATA_LIMIT = 4096
 
 
 def _without_weights(model):
@@ -99,7 +99,7 @@ def _without_weights(model):
         getattr(graph, field).extend(getattr(source, field))
     inputs = {i.name for i in source.input}
     for init in source.initializer:
-        if math.prod(init.dims) <= _INFER_DATA_LIMIT:
+        if math.prod(init.dims) <= INFER_DATA_LIMIT:
             graph.initializer.append(init)
         elif init.name not in inputs:
             graph.input.append(onnx.helper.make_tensor_value_info(

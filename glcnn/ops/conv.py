@@ -85,9 +85,8 @@ class _ConvBase(Op):
 
     def textures(self):
         w = self.conv_weights()
-        if self.variant() == "DENSE" and w.shape[1] % 4:
-            w = np.pad(w, ((0, 0), (0, 4 - w.shape[1] % 4), (0, 0), (0, 0)))
-        return {"u_weights": pack_filters(w), "u_params": pack_channels(self.bias)}
+        channels = -(-w.shape[1] // 4) * 4 if self.variant() == "DENSE" else None
+        return {"u_weights": pack_filters(w, channels), "u_params": pack_channels(self.bias)}
 
     def uniforms(self):
         return {"u_stride": self.strides[::-1], "u_dilation": self.dilations[::-1],
@@ -175,7 +174,7 @@ class ConvTranspose(_ConvBase):
         # (Ci, Cog, kh, kw) -> (Co, Cg, kh, kw): output o = g·Cog + j reads W[g·Cg + c, j].
         ci, co, cg, cog = self.channels()
         w = self.W.reshape(self.group, cg, cog, *self.W.shape[2:]).transpose(0, 2, 1, 3, 4)
-        return np.ascontiguousarray(w.reshape(co, cg, *self.W.shape[2:]))
+        return w.reshape(co, cg, *self.W.shape[2:])  # a view for group 1: pack_filters copies
 
     def output_shape(self):
         _, h, w = self.x_shape
