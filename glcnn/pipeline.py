@@ -11,7 +11,9 @@ import math
 import os
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from operator import methodcaller
 
 import moderngl
 import numpy as np
@@ -123,7 +125,7 @@ class Pipeline:
             if precision == "u8" else None
         self.blocking = self._blocking()
         # Weight textures laid out once: sized by _check_sizes, uploaded by _make_pass.
-        self._weight_data = {op.node.name: op.all_textures() for op in self.ops}
+        self._weight_data = _weight_textures(self.ops)
         plan = self._plan(set(self.shapes) if keep == "all" else set(keep))
         self._check_sizes(plan, memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
@@ -580,6 +582,13 @@ class Readback:
 
     def __repr__(self):
         return f"Readback(run {self.run} of {self.pipeline!r})"
+
+
+def _weight_textures(ops) -> dict[str, dict[str, np.ndarray]]:
+    """Layer name -> its weight textures (`Op.all_textures`), laid out on two threads:
+    the layout is numpy copies, which run without the GIL (a 167 MB U-Net: 95 -> 50 ms)."""
+    with ThreadPoolExecutor(2) as pool:
+        return dict(zip((op.node.name for op in ops), pool.map(methodcaller("all_textures"), ops)))
 
 
 def _strategy(strategy: str | None, ctx: Context) -> str:

@@ -21,6 +21,7 @@ each output, e.g. [1, 1000] for a classifier, so a caller can restore it.
 """
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -85,15 +86,17 @@ def _read(path, split: bool):
 
 
 def _parse(path: Path, split: bool):
-    onnx = onnx_module()
     if split and path.suffix.lower() == ".onnx":
-        parts = onnx_wire.split(path.read_bytes(), onnx_fold.INFER_DATA_LIMIT)
+        with ThreadPoolExecutor(1) as pool:  # the read runs while Python imports onnx
+            data = pool.submit(path.read_bytes)
+            onnx = onnx_module()
+            parts = onnx_wire.split(data.result(), onnx_fold.INFER_DATA_LIMIT)
         if parts is not None:
             model = onnx.ModelProto()
             model.ParseFromString(parts[0])
             if not _uses_external_data(model):
                 return model, parts[1]
-    return onnx.load(str(path)), {}
+    return onnx_module().load(str(path)), {}
 
 
 def _uses_external_data(model) -> bool:
