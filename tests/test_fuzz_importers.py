@@ -155,6 +155,26 @@ def onnx_seed() -> bytes:
     return model.SerializeToString()
 
 
+def onnx_big_weights_seed() -> bytes:
+    """x (1, 8, 4, 4) → Conv 8→64 3×3, Relu, ConvTranspose 64→8 3×3 → y: both weights have
+    more than onnx_fold.INFER_DATA_LIMIT elements, so the importer reads them as views of the
+    file (glcnn/importers/onnx_wire.py) and byte edits land in that walker's input."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(1)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "W"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             n("Relu", ["c"], ["r"], name="relu"),
+             n("ConvTranspose", ["r", "T", "B"], ["y"], name="up", pads=[1, 1, 1, 1])]
+    weights = {"W": rng.standard_normal((64, 8, 3, 3)), "T": rng.standard_normal((64, 8, 3, 3)),
+               "B": rng.standard_normal(8)}
+    graph = helper.make_graph(
+        nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 4])],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model.SerializeToString()
+
+
 def npz_seeds() -> list[bytes]:
     """The ONNX seed as a native graph (unoptimised), and an 8×8 autoencoder."""
     from glcnn import models
@@ -178,7 +198,7 @@ def tfjs_seeds() -> list[dict[str, bytes]]:
 def seeds(suffix: str) -> tuple[dict[str, bytes], ...]:
     """Seed models of the importer for `suffix`, each as {file name: bytes}; () if none."""
     if suffix == ".onnx":
-        return ({MAIN[suffix]: onnx_seed()},)
+        return ({MAIN[suffix]: onnx_seed()}, {MAIN[suffix]: onnx_big_weights_seed()})
     if suffix == ".npz":
         return tuple({MAIN[suffix]: data} for data in npz_seeds())
     if suffix == ".json":
