@@ -78,8 +78,11 @@ class Blocking:
         y = (by div step)·step·block_y + (by mod step) + jy·step   (x likewise).
 
     Software rasterisers such as llvmpipe thread over 64×64 screen tiles, so the grid is one
-    strip as wide as the texture limit allows, spread to at least `min_width` texels (e.g.
-    64 × threads) so that even a small layer keeps every core busy.
+    strip as wide as the texture limit allows, spread towards `min_width` texels (e.g.
+    64 × threads) so that even a small layer keeps every core busy. Spread to at most
+    `min_width`: one column more would open a mostly empty screen tile that a thread works
+    through after the others are done (MobileNetV2 224², 2 threads: 103 -> 99 ms; a 96-channel
+    14×14 layer's strip was 144 texels, three tiles, and is now 120, two).
     """
 
     shape: tuple[int, int, int]
@@ -104,7 +107,7 @@ class Blocking:
         slices, cols = Atlas.of(self.shape).slices, self.tile[1]
         if slices == 1:  # one tile cannot be spread; empty columns would only cost time
             return cols
-        spread = math.ceil(self.min_width / slices)
+        spread = self.min_width // slices
         return min(max(cols, spread), max(cols, self.max_width // slices))
 
     @property
