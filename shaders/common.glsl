@@ -42,6 +42,13 @@ uniform sampler2D u_ranges;
 
 int grid_cols(ivec4 shape) { return shape.w & 0xFFFF; }
 
+// a div b for a >= 0, b >= 1, in float: llvmpipe scalarises integer division by a non-constant
+// (lane by lane): a quarter of the cost of a copy pass such as unblock.glsl went there. Exact
+// for a < 2^21 on any GL (division is within 2.5 ulp; a, the texel coordinates and slices of
+// a texture, is < 2^16, and (a + 0.5) / b is at least 0.5 / b from an integer).
+int div_floor(int a, int b) { return int(floor((float(a) + 0.5) / float(b))); }
+ivec2 div_floor(ivec2 a, ivec2 b) { return ivec2(floor((vec2(a) + 0.5) / vec2(b))); }
+
 vec4 decode(vec4 stored, ivec4 shape, int slice) {
 #ifdef STORAGE_U8
     int id = shape.w >> 16;
@@ -86,7 +93,8 @@ vec4 decode_with(vec4 stored, mat2x4 range) {
 // Top-left texel of `slice`'s tile in the atlas of `shape`.
 ivec2 tile_origin(ivec4 shape, int slice) {
     int cols = grid_cols(shape);
-    return ivec2(slice % cols, slice / cols) * shape.zy;
+    int row = div_floor(slice, cols);
+    return ivec2(slice - row * cols, row) * shape.zy;
 }
 
 // Texel p of t (inside t) given inv_size = 1 / textureSize(t, 0), read as a NEAREST sample at
@@ -100,9 +108,7 @@ vec4 sample_texel(sampler2D t, vec2 inv_size, ivec2 p) {
 // Texel (x, y) of `slice`; zero outside the HxW tile (padding taps are masked, not clamped).
 vec4 fetch(sampler2D t, ivec4 shape, int slice, int y, int x) {
     bool inside = uint(y) < uint(shape.y) && uint(x) < uint(shape.z);
-    int cols = grid_cols(shape);
-    ivec2 tile = ivec2(slice % cols, slice / cols);
-    ivec2 p = inside ? tile * shape.zy + ivec2(x, y) : ivec2(0);
+    ivec2 p = inside ? tile_origin(shape, slice) + ivec2(x, y) : ivec2(0);
     return inside ? decode(texelFetch(t, p, 0), shape, slice) : vec4(0.0);
 }
 
@@ -159,7 +165,7 @@ vec4 activate(vec4 x, int slice) {
 // tile past the last slice (which stays zero).
 bool output_texel(out int slice, out ivec2 q) {
     ivec2 p = ivec2(gl_FragCoord.xy);
-    ivec2 tile = p / u_out.zy;
+    ivec2 tile = div_floor(p, u_out.zy);
     slice = tile.y * grid_cols(u_out) + tile.x;
     q = p - tile * u_out.zy;
     return slice < (u_out.x + 3) / 4;
@@ -194,7 +200,7 @@ void compute_block(int slice, int y, int x);  // pixel j = (y + jy * STEP, x + j
 
 void main() {
     ivec2 p = ivec2(gl_FragCoord.xy);
-    ivec2 tile = p / ivec2(u_block.w, u_block.x);
+    ivec2 tile = div_floor(p, ivec2(u_block.w, u_block.x));
     int slice = tile.y * u_block.z + tile.x;
     ivec2 q = p - tile * ivec2(u_block.w, u_block.x);
     if (slice >= (u_out.x + 3) / 4 || q.x >= u_block.y) {

@@ -25,25 +25,27 @@ uniform sampler2D u_block6;
 uniform sampler2D u_block7;
 #endif
 
-// Texel p of render target j (GLSL 3.30 indexes sampler arrays by constants only).
+// Texel p of render target j (GLSL 3.30 indexes sampler arrays by constants only), sampled at
+// its centre like sample_texel (NEAREST, no mipmaps): 1.3x faster than texelFetch on llvmpipe.
 vec4 block_texel(int j, ivec2 p) {
+    vec2 at = (vec2(p) + 0.5) / vec2(textureSize(u_block0, 0));
     switch (j) {
 #if BLOCK > 1
-    case 1: return texelFetch(u_block1, p, 0);
+    case 1: return textureLod(u_block1, at, 0.0);
 #endif
 #if BLOCK > 2
-    case 2: return texelFetch(u_block2, p, 0);
-    case 3: return texelFetch(u_block3, p, 0);
+    case 2: return textureLod(u_block2, at, 0.0);
+    case 3: return textureLod(u_block3, at, 0.0);
 #endif
 #if BLOCK > 4
-    case 4: return texelFetch(u_block4, p, 0);
-    case 5: return texelFetch(u_block5, p, 0);
+    case 4: return textureLod(u_block4, at, 0.0);
+    case 5: return textureLod(u_block5, at, 0.0);
 #endif
 #if BLOCK > 6
-    case 6: return texelFetch(u_block6, p, 0);
-    case 7: return texelFetch(u_block7, p, 0);
+    case 6: return textureLod(u_block6, at, 0.0);
+    case 7: return textureLod(u_block7, at, 0.0);
 #endif
-    default: return texelFetch(u_block0, p, 0);
+    default: return textureLod(u_block0, at, 0.0);
     }
 }
 
@@ -58,6 +60,7 @@ void main() {
     ivec2 within = q % span;
     ivec2 jj = within / BLOCK_STEP;  // (jx, jy): which pixel of its block
     ivec2 blocked = q / span * BLOCK_STEP + within % BLOCK_STEP;
-    ivec2 origin = ivec2(slice % u_block.z, slice / u_block.z) * ivec2(u_block.w, u_block.x);
+    int row = div_floor(slice, u_block.z);  // of the blocked grid
+    ivec2 origin = ivec2(slice - row * u_block.z, row) * ivec2(u_block.w, u_block.x);
     frag_color = block_texel(jj.y * BLOCK_X + jj.x, origin + blocked);
 }
