@@ -48,6 +48,7 @@ int grid_cols(ivec4 shape) { return shape.w & 0xFFFF; }
 // a texture, is < 2^16, and (a + 0.5) / b is at least 0.5 / b from an integer).
 int div_floor(int a, int b) { return int(floor((float(a) + 0.5) / float(b))); }
 ivec2 div_floor(ivec2 a, ivec2 b) { return ivec2(floor((vec2(a) + 0.5) / vec2(b))); }
+ivec4 div_floor(ivec4 a, int b) { return ivec4(floor((vec4(a) + 0.5) / float(b))); }
 
 vec4 decode(vec4 stored, ivec4 shape, int slice) {
 #ifdef STORAGE_U8

@@ -50,7 +50,8 @@ vec4 tap(int c, int slice, int ky, int kx) {
 int source(int o, int k, int pad, int stride, int dilation) {
 #ifdef TRANSPOSED
     int t = o + pad - k * dilation;
-    return (t >= 0 && t % stride == 0) ? t / stride : -1;
+    int q = div_floor(max(t, 0), stride);
+    return (t >= 0 && q * stride == t) ? q : -1;
 #else
     return o * stride - pad + k * dilation;
 #endif
@@ -64,11 +65,12 @@ ivec3 taps(int o, int k, int pad, int stride, int dilation, int size) {
 #elif defined(TRANSPOSED)
     // source = (t - k) / stride: k = t (mod stride) and t - (size - 1) * stride <= k <= t
     int t = o + pad;
-    return ivec3(max(t % stride, t - (size - 1) * stride), min(k - 1, t), stride);
+    int phase = t - div_floor(t, stride) * stride;  // t mod stride
+    return ivec3(max(phase, t - (size - 1) * stride), min(k - 1, t), stride);
 #else
     int b = o * stride - pad;  // source = b + k * dilation
-    int first = b >= 0 ? 0 : (dilation - 1 - b) / dilation;
-    int last = b <= size - 1 ? min(k - 1, (size - 1 - b) / dilation) : -1;
+    int first = b >= 0 ? 0 : div_floor(dilation - 1 - b, dilation);
+    int last = b <= size - 1 ? min(k - 1, div_floor(size - 1 - b, dilation)) : -1;
     return ivec3(first, last, 1);
 #endif
 }
@@ -89,7 +91,7 @@ vec4 compute(int slice, int oy, int ox) {
     input_texel_size = 1.0 / vec2(textureSize(u_input, 0));
     vec4 acc = channel_params(u_params, slice, 0);
     ivec4 lanes = 4 * slice + ivec4(0, 1, 2, 3);
-    ivec4 group_first = (lanes / u_cog) * u_cg;  // first input channel of each lane's group
+    ivec4 group_first = div_floor(lanes, u_cog) * u_cg;  // first input channel of each lane's group
     ivec3 ty = taps(oy, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
     ivec3 tx = taps(ox, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z);
 #if defined(DENSE) || defined(DEPTHWISE)
@@ -190,7 +192,7 @@ int begin_block(int slice) {
     vec4 bias = channel_params(u_params, slice, 0);
     for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
 #ifdef DENSE
-    return 4 * slice / u_cog * u_cg / 4;  // first input slice of the group
+    return div_floor(4 * slice, u_cog) * u_cg / 4;  // first input slice of the group
 #else
     return slice;
 #endif

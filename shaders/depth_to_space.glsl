@@ -9,7 +9,7 @@ uniform ivec4 u_input_shape;
 uniform int u_block;
 
 vec4 compute(int slice, int oy, int ox) {
-    ivec2 source = ivec2(ox, oy) / u_block;       // (w, h)
+    ivec2 source = div_floor(ivec2(ox, oy), ivec2(u_block));  // (w, h)
     ivec2 offset = ivec2(ox, oy) - source * u_block;  // (j, i)
     int tap = offset.y * u_block + offset.x;
     ivec4 c = 4 * slice + ivec4(0, 1, 2, 3);

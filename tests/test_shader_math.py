@@ -15,6 +15,8 @@ void main() {
     for (int b = 1; b <= u_b_last; ++b) {
         wrong += int(div_floor(a, b) != a / b);
         wrong += int(div_floor(ivec2(a, 65535 - a), ivec2(b)) != ivec2(a, 65535 - a) / b);
+        ivec4 v = ivec4(a, 65535 - a, a / 2, a / 3);
+        wrong += int(div_floor(v, b) != v / b);
     }
     for (int k = 0; k < 6; ++k) {
         int b = int[6](1999, 4096, 9999, 16384, 40000, 65535)[k];
