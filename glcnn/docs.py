@@ -49,8 +49,9 @@ def ops_table() -> str:
     rows = ["| op | shader | module | notes |", "|---|---|---|---|"]
     for name in sorted(REGISTRY):
         cls = REGISTRY[name]
-        note = NOTES.get(name, "own pass, or fused into a preceding Conv, BN, Add, Mul, "
-                         "InstanceNorm or Gemm" if name in ACTIVATION_DEFAULTS else "")
+        note = NOTES.get(name, "own pass, or fused into the op before it (conv, BN, Add, Mul, "
+                         "InstanceNorm, Gemm, Concat, Pad, Resize, pool, DepthToSpace)"
+                         if name in ACTIVATION_DEFAULTS else "")
         module = cls.__module__.replace(".", "/") + ".py"
         rows.append(f"| `{name}` | `shaders/{cls.shader}` | `{module}` | {note} |")
     return "\n".join(rows)

@@ -22,8 +22,11 @@ from .ops.batchnorm import batchnorm_affine
 from .ops.reduce import spatial_axes
 
 _CONVS = ("Conv", "ConvTranspose")
+# Ops whose shader returns the op's own output from compute() (common.glsl applies the epilogue);
+# Concat hosts the ReLU of a U-Net's up path, Resize/Pad/pools/DepthToSpace that of others.
 _EPILOGUE_HOSTS = _CONVS + ("BatchNormalization", "Add", "Mul", "InstanceNormalization",
-                             "InstanceNormApply", "Gemm", "MatMul")
+                             "InstanceNormApply", "Gemm", "MatMul", "Concat", "Pad", "Resize",
+                             "Upsample", "MaxPool", "AveragePool", "DepthToSpace")
 
 
 def _sole_consumer(graph: Graph, name: str) -> Node | None:
