@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .ops import REGISTRY
 from .ops.base import ACTIVATION_DEFAULTS
+from .ops.conv import INPUT_ACTIVATIONS
 
 NOTES = {
     "Conv": "any kernel, stride, dilation, asymmetric pads, groups (dense / depthwise / generic)",
@@ -52,6 +53,8 @@ def ops_table() -> str:
         note = NOTES.get(name, "own pass, or fused into the op before it (conv, BN, Add, Mul, "
                          "InstanceNorm, Gemm, Concat, Pad, Resize, pool, DepthToSpace)"
                          if name in ACTIVATION_DEFAULTS else "")
+        if name in INPUT_ACTIVATIONS:
+            note += "; or into the convs after it when only convs read it"
         module = cls.__module__.replace(".", "/") + ".py"
         rows.append(f"| `{name}` | `shaders/{cls.shader}` | `{module}` | {note} |")
     return "\n".join(rows)

@@ -41,7 +41,8 @@ class Node:
 
     def __repr__(self):
         extra = f" +{self.attrs['activation']['op']}" if "activation" in self.attrs else ""
-        return f"{self.op}{extra}({', '.join(self.inputs)}) -> {self.name}"
+        pre = f"{self.attrs['input_activation']['op']}+" if "input_activation" in self.attrs else ""
+        return f"{pre}{self.op}{extra}({', '.join(self.inputs)}) -> {self.name}"
 
 
 @dataclass

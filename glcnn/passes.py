@@ -9,6 +9,8 @@
 - `fuse_residual_add`: Add(conv, other) becomes the conv with `residual` (the add happens in
   the conv's epilogue) when the conv's result is used only by that Add.
 - `fuse_activations`: an activation right after an op becomes that op's epilogue.
+- `fuse_input_activations`: a ReLU/LeakyReLU read only by convs (a U-Net's down path, whose
+  un-activated tensor also feeds a skip Concat) is applied by those convs as they fetch.
 `optimize` runs them all in that order (so conv → BN → add → relu is one pass, and
 InstanceNormalization → Relu ends in one normalise pass with the Relu fused).
 """
@@ -19,6 +21,7 @@ from .graph import Graph, Node
 from .ops import build_ops
 from .ops.base import ACTIVATION_DEFAULTS
 from .ops.batchnorm import batchnorm_affine
+from .ops.conv import INPUT_ACTIVATIONS
 from .ops.reduce import spatial_axes
 
 _CONVS = ("Conv", "ConvTranspose")
@@ -108,6 +111,31 @@ def fuse_activations(graph: Graph) -> Graph:
         if act.op == "PRelu":
             host.weights = {**host.weights, "slope": act.weights["slope"]}
         _absorb(graph, host, act)
+    return graph
+
+
+def fuse_input_activations(graph: Graph) -> Graph:
+    """Fold a Relu/LeakyRelu into the convs that read it when nothing else does.
+
+    The convs (DENSE or DEPTHWISE, reading it as their data input only) get
+    attrs["input_activation"] and read the activation's input instead; the node goes. For
+    an activation whose producer has other readers (so `fuse_activations` left it alone).
+    """
+    ops = {op.node.name: op for op in build_ops(graph)[0]}
+    for act in [n for n in graph.nodes if n.op in INPUT_ACTIVATIONS]:
+        users = graph.consumers(act.name)
+        if (not users or act.name in graph.outputs or act.attrs.get("activation")
+                or act.attrs.get("residual")):
+            continue
+        if not all(u.op in _CONVS and u.inputs.count(act.name) == 1 and u.inputs[0] == act.name
+                   and not u.attrs.get("input_activation")
+                   and ops[u.name].variant() in ("DENSE", "DEPTHWISE") for u in users):
+            continue
+        params = {k: act.attrs[k] for k in ACTIVATION_DEFAULTS[act.op] if k in act.attrs}
+        for user in users:
+            user.inputs = [act.inputs[0], *user.inputs[1:]]
+            user.attrs = {**user.attrs, "input_activation": {"op": act.op, **params}}
+        graph.nodes.remove(act)
     return graph
 
 
@@ -235,4 +263,4 @@ def drop_identity_reshapes(graph: Graph) -> Graph:
 def optimize(graph: Graph) -> Graph:
     """Run every pass in place and return `graph`."""
     graph = drop_identity_reshapes(expand_reductions(graph))
-    return fuse_activations(fuse_residual_add(fold_batchnorm(graph)))
+    return fuse_input_activations(fuse_activations(fuse_residual_add(fold_batchnorm(graph))))

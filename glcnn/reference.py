@@ -528,6 +528,10 @@ def evaluate(node, values):
     fn = EVALUATORS.get(node.op)
     if fn is None:
         raise UnsupportedOpError(f"reference has no op {node.op!r} (layer {node.name!r})")
+    pre = node.attrs.get("input_activation")  # glcnn.passes.fuse_input_activations
+    if pre:
+        x = values[node.inputs[0]]
+        values = {**values, node.inputs[0]: activation(pre["op"], x, pre, {})}
     return _epilogue(node, fn(node, values), values)
 
 

@@ -7,7 +7,8 @@ imports it inside the function that makes a torch runner, so `import glcnn` and
 
 Each node becomes one closure over its weights (converted to tensors once), computing the
 op with glcnn's (ONNX's) semantics and then the epilogue `glcnn.passes` may have fused into
-it: `residual` adds the node's last input, `activation` applies an activation. Tensors are
+it: `residual` adds the node's last input, `activation` applies an activation,
+`input_activation` one to the node's first input. Tensors are
 NCHW float32 with batch 1; glcnn's vectors (F, 1, 1) are (1, F, 1, 1) here. Every op of
 the glcnn registry runs, the multi-pass forms `glcnn.passes.expand_reductions` makes
 included, with these limits (raised as UnsupportedOpError naming the layer):
@@ -112,13 +113,16 @@ def _build(node, shapes):
     if make is None:
         raise UnsupportedOpError(f"layer {node.name!r}: the torch runner has no op {node.op!r}")
     body = make(node, shapes)
-    act = node.attrs.get("activation")
+    act, pre = node.attrs.get("activation"), node.attrs.get("input_activation")
     post = activation(act["op"], act, node.weights) if act else None
+    before = activation(pre["op"], pre, {}) if pre else None
     skip = node.inputs[-1] if node.attrs.get("residual") else None
-    if post is None and skip is None:
+    if post is None and skip is None and before is None:
         return body
 
     def step(values):
+        if before is not None:
+            values = {**values, node.inputs[0]: before(values[node.inputs[0]])}
         y = body(values)
         y = y + values[skip] if skip is not None else y
         return post(y) if post is not None else y

@@ -9,9 +9,12 @@
 //          DEPTHWISE (Cg = Co/group = 1: output slice s reads input slice s), or neither
 //          (generic: each output lane gathers its own input channels one by one);
 //          STRIDE_X, DILATION_X (the x stride and dilation, constants for the blocked loops);
-//          BLOCKED_OUTPUT (spatial blocking, common.glsl: compute_block() instead of compute()).
+//          BLOCKED_OUTPUT (spatial blocking, common.glsl: compute_block() instead of compute());
+//          IN_ACT_RELU or IN_ACT_LEAKYRELU (DENSE or DEPTHWISE: the activation is applied to
+//          every input texel as it is fetched; both map 0 to 0, so masked taps stay zero).
 // Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
-//           u_cog output channels per group, u_cg input channels per group.
+//           u_cog output channels per group, u_cg input channels per group,
+//           u_in_alpha (IN_ACT_LEAKYRELU's slope).
 // Samplers: u_input (activation atlas), u_weights (layout.pack_filters of (Co, CG, KH, KW)),
 //           u_params (row 0: bias).
 //
@@ -37,6 +40,21 @@ uniform int u_cg;
 #if defined(TRANSPOSED) && !defined(UNIT_DILATION)
 #define MASK_TAPS 1  // taps() cannot bound a dilated transposed conv: mask each tap instead
 #endif
+
+#ifdef IN_ACT_LEAKYRELU
+uniform float u_in_alpha;
+#endif
+
+// The fused activation of the input (glcnn.passes.fuse_input_activations), or none.
+vec4 input_activation(vec4 x) {
+#if defined(IN_ACT_RELU)
+    return max(x, 0.0);
+#elif defined(IN_ACT_LEAKYRELU)
+    return mix(x * u_in_alpha, x, greaterThanEqual(x, vec4(0.0)));
+#else
+    return x;
+#endif
+}
 
 vec2 weights_texel_size, input_texel_size;  // 1 / texture size, set by compute() or begin_block()
 
@@ -82,7 +100,7 @@ vec4 input_texel(ivec2 origin, int slice, int y, int x) {
     if (uint(y) >= uint(u_input_shape.y) || uint(x) >= uint(u_input_shape.z)) return vec4(0.0);
 #endif
     vec4 stored = sample_texel(u_input, input_texel_size, origin + ivec2(x, y));
-    return decode(stored, u_input_shape, slice);
+    return input_activation(decode(stored, u_input_shape, slice));
 }
 
 #ifndef BLOCKED_OUTPUT
@@ -287,7 +305,7 @@ void compute_block(int slice, int oy, int ox) {
             for (int jy = 0; jy < BLOCK_Y; ++jy) {
                 for (int m = 0; m < SPAN_X; ++m) {
                     vec2 at = tile + vec2(column[m], row[jy]);
-                    vec4 x = decode_with(textureLod(u_input, at, 0.0), range);
+                    vec4 x = input_activation(decode_with(textureLod(u_input, at, 0.0), range));
                     x = column_inside[m] && row_inside[jy] ? x : vec4(0.0);
                     for (int jx = 0; jx < BLOCK_X; ++jx) {
                         int t = pair_tap(m, jx);
@@ -328,7 +346,8 @@ void compute_block(int slice, int oy, int ox) {
                 mat2x4 range = storage_range(u_input_shape, s);
                 WEIGHTS w = tap_weights(w_at, next_weight, c, kx);
                 for (int j = 0; j < BLOCK; ++j) {
-                    vec4 x = decode_with(textureLod(u_input, tile + offset[j], 0.0), range);
+                    vec4 x = input_activation(decode_with(textureLod(u_input, tile + offset[j], 0.0),
+                                                          range));
                     block_acc[j] += w * (inside[j] ? x : vec4(0.0));
                 }
             }

@@ -693,6 +693,8 @@ def test_model_strings_never_reach_shader_sources(ctx, monkeypatch, tmp_path):
 @pytest.mark.parametrize("attrs", [
     {"mode": "constant\n#define X 1"},
     {"activation": {"op": "Relu\n#define X 1"}},
+    {"input_activation": {"op": "Relu\n#define X 1"}},
+    {"input_activation": "Relu"},
 ])
 def test_attribute_strings_that_would_be_defines_are_refused(attrs, ctx):
     op = "Pad" if "mode" in attrs else "Conv"

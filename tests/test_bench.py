@@ -126,6 +126,9 @@ RUNNER_CASES = {
         "Conv", {"group": 5, "pads": [1, 1, 1, 1], "residual": True,
                  "activation": {"op": "LeakyRelu", "alpha": 0.1}},
         [(5, 6, 6), (5, 6, 6)], conv_weights(5, 1, 3, bias=5)),
+    "conv-input-leakyrelu": (
+        "Conv", {"pads": [1, 1, 1, 1], "input_activation": {"op": "LeakyRelu", "alpha": 0.2}},
+        [(4, 5, 5)], conv_weights(4, 4, 3, bias=4)),
     "convtranspose-s2-outpad-asym": (
         "ConvTranspose", {"strides": [2, 2], "pads": [1, 0, 0, 1], "output_padding": [1, 1]},
         [(4, 5, 4)], conv_weights(4, 3, 4, bias=3)),

@@ -41,8 +41,9 @@ def _act(name, x, op="Relu", **attrs):
 
 
 def _signature(graph):
-    """Node ops with their fused parts, e.g. ['Conv+Add+Relu', 'Add']."""
-    return [n.op + ("+Add" if n.attrs.get("residual") else "")
+    """Node ops with their fused parts, e.g. ['Conv+Add+Relu', 'Add', 'LeakyRelu+Conv']."""
+    return [(f"{n.attrs['input_activation']['op']}+" if n.attrs.get("input_activation") else "")
+            + n.op + ("+Add" if n.attrs.get("residual") else "")
             + (f"+{n.attrs['activation']['op']}" if n.attrs.get("activation") else "")
             for n in graph.nodes]
 
@@ -52,14 +53,15 @@ def _feeds(graph, precision, seed=RNG_SEED):
     return {k: storable(rng.standard_normal(s), precision) for k, s in graph.inputs.items()}
 
 
-def optimised_matches_original(ctx, graph, precision="fp32", optimise=passes.optimize):
+def optimised_matches_original(ctx, graph, precision="fp32", optimise=passes.optimize,
+                               strategy=None):
     """GPU run of optimise(copy of graph) vs reference of `graph`; returns the new graph."""
     feeds = _feeds(graph, precision)
     ref = reference.run(graph, feeds)
     optimised = optimise(copy.deepcopy(graph))
     optimised.validate()
     assert optimised.outputs == graph.outputs
-    with glcnn.Pipeline(optimised, ctx, precision=precision) as pipe:
+    with glcnn.Pipeline(optimised, ctx, precision=precision, strategy=strategy) as pipe:
         assert len(pipe.passes) == len(optimised.nodes)
         ys = pipe.run(feeds)
     ys = ys if isinstance(ys, dict) else {graph.outputs[0]: ys}
@@ -169,6 +171,63 @@ def test_fuse_activation(ctx, host, act, attrs, weights):
     assert fused.nodes[-1].attrs["activation"] == {"op": act, **attrs}
 
 
+# --- fuse_input_activations -------------------------------------------------------------------
+# (id, conv reading the activation): DENSE with column sharing (CG > 4) and with the tap loop
+# (CG = 4), a strided transposed conv, a 5x5 depthwise conv (blocked) and a 3x3 one (direct
+# only: too little work per pixel to block).
+INPUT_ACT_CONVS = [
+    ("conv-c8", lambda: _conv("b", "act", 8, 8, seed=3)),
+    ("conv-c4-s2", lambda: _conv("b", "act", 8, 8, seed=3, group=2, strides=[2, 2])),
+    ("convT-s2", lambda: _conv("b", "act", 8, 4, k=4, transposed=True, seed=3, strides=[2, 2],
+                               pads=[1, 1, 1, 1])),
+    ("depthwise-k5", lambda: _conv("b", "act", 8, 8, k=5, group=8, seed=3)),
+    ("depthwise-k3", lambda: _conv("b", "act", 8, 8, group=8, seed=3)),
+]
+INPUT_ACTS = [("Relu", {}), ("LeakyRelu", {"alpha": 0.2})]
+
+
+@pytest.mark.parametrize("strategy", ["direct", "blocked"])
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize(("act", "attrs"), INPUT_ACTS, ids=[a[0] for a in INPUT_ACTS])
+@pytest.mark.parametrize("make", [c[1] for c in INPUT_ACT_CONVS],
+                         ids=[c[0] for c in INPUT_ACT_CONVS])
+def test_input_activation_runs_in_the_conv(ctx, make, act, attrs, precision, strategy):
+    # A U-Net down step: "a" is needed as it is (here: an output), its activation only by "b".
+    graph = Graph({"x": (8, 9, 10)}, [_conv("a", "x", 8, 8, seed=1),
+                                      _act("act", "a", act, **attrs), make()], ["a", "b"])
+    fused = optimised_matches_original(ctx, graph, precision, strategy=strategy)
+    assert _signature(fused) == ["Conv", f"{act}+{graph.nodes[-1].op}"]
+    assert fused.nodes[-1].inputs[0] == "a"
+
+
+def test_input_activation_shared_by_two_convs(ctx):
+    graph = Graph({"x": (8, 6, 6)}, [
+        _conv("a", "x", 8, 8, seed=1), _act("act", "a", "LeakyRelu", alpha=0.1),
+        _conv("b", "act", 8, 4, seed=2), _conv("c", "act", 8, 8, k=1, seed=3),
+        Node("Concat", "cat", ["a", "b", "c"], {"axis": 1})], ["cat"])
+    fused = optimised_matches_original(ctx, graph)
+    assert _signature(fused) == ["Conv", "LeakyRelu+Conv", "LeakyRelu+Conv", "Concat"]
+
+
+def _input_activation_also_read_by_add():
+    return Graph({"x": (8, 6, 6)}, [
+        _conv("a", "x", 8, 8, seed=1), _act("act", "a"), _conv("b", "act", 8, 8, seed=2),
+        Node("Add", "sum", ["b", "act"]), Node("Concat", "cat", ["a", "sum"], {"axis": 1})],
+        ["cat"])
+
+
+def _input_activation_of_a_generic_conv():  # groups of 3 channels: lanes gather one by one
+    return Graph({"x": (6, 6, 6)}, [
+        _conv("a", "x", 6, 6, seed=1), _act("act", "a"), _conv("b", "act", 6, 6, group=2),
+        Node("Concat", "cat", ["a", "b"], {"axis": 1})], ["cat"])
+
+
+def _input_sigmoid():  # f(0) != 0: a padding tap would read sigmoid(0)
+    return Graph({"x": (8, 6, 6)}, [
+        _conv("a", "x", 8, 8, seed=1), _act("act", "a", "Sigmoid"), _conv("b", "act", 8, 8),
+        Node("Concat", "cat", ["a", "b"], {"axis": 1})], ["cat"])
+
+
 # --- optimize: whole blocks -------------------------------------------------------------------
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_resnet_block_tail_is_one_pass(ctx, precision):
@@ -266,6 +325,9 @@ UNFUSED = [
     (_activation_before_add, ["Conv+Relu", "Add"]),
     (_bn_after_fused_activation, ["Conv+Relu", "BatchNormalization"]),
     (_activation_after_slice, ["Slice", "Relu"]),
+    (_input_activation_also_read_by_add, ["Conv", "Relu", "Conv+Add", "Concat"]),
+    (_input_activation_of_a_generic_conv, ["Conv", "Relu", "Conv", "Concat"]),
+    (_input_sigmoid, ["Conv", "Sigmoid", "Conv", "Concat"]),
 ]
 
 

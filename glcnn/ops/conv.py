@@ -27,7 +27,11 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..layout import pack_channels, pack_filters
-from .base import Op, conv_output_size, register
+from .base import ACTIVATION_DEFAULTS, Op, conv_output_size, register
+
+# Activations a conv applies to its input as it fetches it (glcnn.passes.fuse_input_activations;
+# both map 0 to 0, so padding taps need no care).
+INPUT_ACTIVATIONS = ("Relu", "LeakyRelu")
 
 BLOCK_MIN_WORK = 16  # multiply-adds per output value below which a conv is not blocked
 
@@ -46,6 +50,7 @@ class _ConvBase(Op):
                       UnsupportedOpError)
         self.W = self.weight("W", (None, None, None, None))
         self.check_weights()
+        self._check_input_activation()
         if any(v <= 0 for v in self.output_shape()):
             self.fail(f"input {self.x_shape} gives an empty output {self.output_shape()}")
 
@@ -68,6 +73,17 @@ class _ConvBase(Op):
         else:
             self.bias = np.zeros(co, np.float32)
 
+    def _check_input_activation(self):
+        pre = self.node.attrs.get("input_activation")
+        if pre is None:
+            return
+        if not isinstance(pre, dict) or pre.get("op") not in INPUT_ACTIVATIONS:
+            self.fail(f"input_activation {pre!r} must be one of {', '.join(INPUT_ACTIVATIONS)}",
+                      UnsupportedOpError)
+        if self.variant() == "GENERIC":
+            self.fail("input_activation needs whole input slices per group (DENSE or "
+                      "DEPTHWISE)", UnsupportedOpError)
+
     def variant(self) -> str:
         ci, co, cg, cog = self.channels()
         if self.group == 1 or (cg % 4 == 0 and cog % 4 == 0):
@@ -80,8 +96,10 @@ class _ConvBase(Op):
         ci, co, cg, cog = self.channels()
         variant = self.variant()
         padded = -(-cg // 4) * 4 if variant == "DENSE" else cg
+        pre = self.node.attrs.get("input_activation")
+        extra = {"IN_ACT_" + pre["op"].upper(): 1} if pre else {}
         return {variant: 1, "KH": self.W.shape[2], "KW": self.W.shape[3], "CG": padded,
-                "STRIDE_X": self.strides[1], "DILATION_X": self.dilations[1]}
+                "STRIDE_X": self.strides[1], "DILATION_X": self.dilations[1]} | extra
 
     def textures(self):
         w = self.conv_weights()
@@ -89,9 +107,11 @@ class _ConvBase(Op):
         return {"u_weights": pack_filters(w, channels), "u_params": pack_channels(self.bias)}
 
     def uniforms(self):
+        pre = self.node.attrs.get("input_activation") or {}
         return {"u_stride": self.strides[::-1], "u_dilation": self.dilations[::-1],
                 "u_pad": (self.pads[1], self.pads[0]), "u_cog": self.channels()[3],
-                "u_cg": self.channels()[2]}
+                "u_cg": self.channels()[2],
+                "u_in_alpha": float(pre.get("alpha", ACTIVATION_DEFAULTS["LeakyRelu"]["alpha"]))}
 
     def flops(self):
         return 2 * int(np.prod(self.W.shape)) * int(np.prod(self.spatial_positions()))
