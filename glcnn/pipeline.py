@@ -124,8 +124,6 @@ class Pipeline:
         self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes) \
             if precision == "u8" else None
         self.blocking = self._blocking()
-        # Weight textures laid out once: sized by _check_sizes, uploaded by _make_pass.
-        self._weight_data = _weight_textures(self.ops)
         plan = self._plan(set(self.shapes) if keep == "all" else set(keep))
         self._check_sizes(plan, memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
@@ -133,14 +131,18 @@ class Pipeline:
         self._pbos: dict[str, moderngl.Buffer] = {}
         self.released, self.timings, self._runs = False, {}, 0
         try:
-            self._ranges = self._ranges_texture()
-            self.textures, self._owner = self._allocate(plan)
-            for name in graph.outputs:  # run(readback="async") downloads into these
-                tex = self.textures[name]
-                self._pbos[name] = self.ctx.gl.buffer(
-                    reserve=tex.width * tex.height * 4 * _DTYPE_BYTES[tex.dtype])
-            for op in self.ops:
-                self.passes.append(self._make_pass(op))
+            # Weight textures are laid out on two threads (numpy copies, without the GIL)
+            # while this thread allocates, compiles and uploads the layers before.
+            with ThreadPoolExecutor(2) as pool:
+                weights = pool.map(methodcaller("all_textures"), self.ops)
+                self._ranges = self._ranges_texture()
+                self.textures, self._owner = self._allocate(plan)
+                for name in graph.outputs:  # run(readback="async") downloads into these
+                    tex = self.textures[name]
+                    self._pbos[name] = self.ctx.gl.buffer(
+                        reserve=tex.width * tex.height * 4 * _DTYPE_BYTES[tex.dtype])
+                for op, data in zip(self.ops, weights):
+                    self.passes.append(self._make_pass(op, data))
             self.ctx.check_error(f"compiling {len(self.ops)} layers")
         except BaseException:
             with contextlib.suppress(moderngl.Error):  # keep the first error, not a lost context's
@@ -191,12 +193,12 @@ class Pipeline:
                                        f"{limit}×{limit}; use strategy='direct'")
         weight_bytes = 0
         for op in self.ops:
-            for sampler, data in self._weight_data[op.node.name].items():
-                if max(data.shape[:2]) > limit:
+            for sampler, (height, width, _) in op.all_texture_shapes().items():
+                if max(height, width) > limit:
                     raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "
-                                           f"needs {data.shape[1]}×{data.shape[0]} texels; "
+                                           f"needs {width}×{height} texels; "
                                            f"this GL allows {limit}×{limit}")
-                weight_bytes += data.shape[0] * data.shape[1] * _WEIGHT_TEXEL_BYTES
+                weight_bytes += height * width * _WEIGHT_TEXEL_BYTES
         texel = 4 * _DTYPE_BYTES[PRECISIONS[self.precision]]
         tensor_bytes = sum(texel * math.prod(Atlas.of(self.shapes[name]).size)
                            for name in set(plan.values()))
@@ -262,14 +264,14 @@ class Pipeline:
         self.ctx.check_error(f"allocating {len(set(plan.values()))} activation textures")
         return self.textures, owner
 
-    def _make_pass(self, op: Op) -> Pass:
+    def _make_pass(self, op: Op, weight_data: dict[str, np.ndarray]) -> Pass:
         name = op.node.name
         storage = {"STORAGE_U8": 1} if self.u8 else {}
         blocking = self.blocking.get(name)
         blocked = blocking.defines | {"BLOCKED_OUTPUT": 1} if blocking else {}
         program = self.ctx.program(op.shader, op.all_defines() | storage | blocked, name)
         weights = []
-        for sampler, data in self._weight_data.pop(name).items():
+        for sampler, data in weight_data.items():
             tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
                                       np.ascontiguousarray(data, np.float32), dtype="f4")
             tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
@@ -582,13 +584,6 @@ class Readback:
 
     def __repr__(self):
         return f"Readback(run {self.run} of {self.pipeline!r})"
-
-
-def _weight_textures(ops) -> dict[str, dict[str, np.ndarray]]:
-    """Layer name -> its weight textures (`Op.all_textures`), laid out on two threads:
-    the layout is numpy copies, which run without the GIL (a 167 MB U-Net: 95 -> 50 ms)."""
-    with ThreadPoolExecutor(2) as pool:
-        return dict(zip((op.node.name for op in ops), pool.map(methodcaller("all_textures"), ops)))
 
 
 def _strategy(strategy: str | None, ctx: Context) -> str:

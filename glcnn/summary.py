@@ -10,7 +10,7 @@ BYTES = {"fp32": 4, "fp16": 2}
 def layer_bytes(op, shape, precision: str) -> int:
     """Texture bytes a layer owns: its output atlas plus its fp32 weight textures."""
     w, h = Atlas.of(shape).size
-    weights = sum(int(np.prod(t.shape)) * 4 for t in op.all_textures().values())
+    weights = sum(int(np.prod(shape)) * 4 for shape in op.all_texture_shapes().values())
     return w * h * 4 * BYTES[precision] + weights
 
 

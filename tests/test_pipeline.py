@@ -120,3 +120,32 @@ def _capture(errors, fn, *args):
         fn(*args)
     except Exception as exc:  # noqa: BLE001 - the test inspects it
         errors.append(exc)
+
+
+def _w(*shape):
+    return np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+# (op, attrs, input shapes, weights): every form of conv weight texture, and other textures.
+TEXTURED = {
+    "conv-dense-c6": ("Conv", {}, [(6, 5, 5)], {"W": _w(7, 6, 3, 3), "B": _w(7)}),
+    "conv-generic-g2": ("Conv", {"group": 2}, [(6, 5, 5)], {"W": _w(4, 3, 3, 2)}),
+    "conv-depthwise": ("Conv", {"group": 5}, [(5, 5, 5)], {"W": _w(5, 1, 5, 5)}),
+    "convT-g2": ("ConvTranspose", {"group": 2, "strides": [2, 2]}, [(8, 3, 3)],
+                 {"W": _w(8, 3, 4, 4)}),
+    "conv-prelu": ("Conv", {"activation": {"op": "PRelu"}}, [(4, 3, 3)],
+                   {"W": _w(9, 4, 1, 1), "slope": _w(9)}),
+    "prelu": ("PRelu", {}, [(6, 2, 2)], {"slope": _w(6)}),
+    "gemm": ("Gemm", {"transB": 1}, [(10, 1, 1)], {"B": _w(3, 10), "C": _w(3)}),
+    "batchnorm": ("BatchNormalization", {}, [(5, 2, 2)],
+                  {"scale": _w(5), "B": _w(5), "mean": _w(5), "var": np.ones(5, np.float32)}),
+}
+
+
+@pytest.mark.parametrize("case", TEXTURED)
+def test_texture_shapes_are_those_of_the_textures(case):
+    """Pipeline checks sizes with all_texture_shapes() before laying any texture out."""
+    op, attrs, shapes, weights = TEXTURED[case]
+    layer = glcnn.ops.make_op(glcnn.graph.Node(op, "y", [f"x{i}" for i in range(len(shapes))],
+                                                attrs, weights), shapes)
+    assert layer.all_texture_shapes() == {k: v.shape for k, v in layer.all_textures().items()}

@@ -45,11 +45,10 @@ class Activation(Op):
                   for k, v in ACTIVATION_DEFAULTS[self.node.op].items()] + [0.0, 0.0]
         return super().all_uniforms() | {"u_act": tuple(values[:2])}
 
-    def all_textures(self):
-        out = super().all_textures()
+    def textures(self):
         if self.node.op == "PRelu":
-            out["u_slope"] = pack_channels(self.prelu_slope(self.in_shapes[0][0]))
-        return out
+            return {"u_slope": pack_channels(self.prelu_slope(self.in_shapes[0][0]))}
+        return {}
 
 
 for _name in ("Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh", "Elu", "HardSigmoid",

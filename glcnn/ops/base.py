@@ -98,6 +98,12 @@ class Op:
         """Weight textures: sampler name -> (height, width, 4) float32."""
         return {}
 
+    def texture_shapes(self) -> dict[str, tuple[int, int, int]]:
+        """The shapes of `textures()`; an op with large textures (a conv's filter bank) says
+        them without laying the weights out, so a Pipeline can check sizes first and lay
+        textures out while it uploads others."""
+        return {k: v.shape for k, v in self.textures().items()}
+
     def uniforms(self) -> dict:
         return {}
 
@@ -158,11 +164,18 @@ class Op:
         return out
 
     def all_textures(self) -> dict[str, np.ndarray]:
-        out = dict(self.textures())
+        return dict(self.textures()) | self._epilogue_textures()
+
+    def all_texture_shapes(self) -> dict[str, tuple[int, int, int]]:
+        """The shapes of `all_textures()` (see `texture_shapes`)."""
+        epilogue = {k: v.shape for k, v in self._epilogue_textures().items()}
+        return {k: tuple(v) for k, v in self.texture_shapes().items()} | epilogue
+
+    def _epilogue_textures(self) -> dict[str, np.ndarray]:
         act = self.node.attrs.get("activation")
         if act and act["op"] == "PRelu":
-            out["u_slope"] = pack_channels(self.prelu_slope(self.output_shape()[0]))
-        return out
+            return {"u_slope": pack_channels(self.prelu_slope(self.output_shape()[0]))}
+        return {}
 
     def all_uniforms(self) -> dict:
         out = dict(self.uniforms())

@@ -101,10 +101,19 @@ class _ConvBase(Op):
         return {variant: 1, "KH": self.W.shape[2], "KW": self.W.shape[3], "CG": padded,
                 "STRIDE_X": self.strides[1], "DILATION_X": self.dilations[1]} | extra
 
+    def _columns(self) -> int:
+        """Input channels per filter tile row of the weight texture (DENSE pads to whole
+        slices)."""
+        cg = self.channels()[2]
+        return -(-cg // 4) * 4 if self.variant() == "DENSE" else cg
+
     def textures(self):
-        w = self.conv_weights()
-        channels = -(-w.shape[1] // 4) * 4 if self.variant() == "DENSE" else None
-        return {"u_weights": pack_filters(w, channels), "u_params": pack_channels(self.bias)}
+        return {"u_weights": pack_filters(self.conv_weights(), self._columns()),
+                "u_params": pack_channels(self.bias)}
+
+    def texture_shapes(self):
+        slices, (kh, kw) = -(-self.channels()[1] // 4), self.W.shape[2:]
+        return {"u_weights": (slices * kh, self._columns() * kw, 4), "u_params": (1, slices, 4)}
 
     def uniforms(self):
         pre = self.node.attrs.get("input_activation") or {}
