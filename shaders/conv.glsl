@@ -4,7 +4,10 @@
 // whose input row satisfies iy*s - pad + ky*d = oy (exact multiples of the stride only);
 // glcnn/ops/conv.py re-orients its weights to (Co, Cg, kh, kw) so both share one layout.
 // Defines: TRANSPOSED (with UNIT_DILATION: loop only over taps in the stride phase);
-//          KH, KW kernel size; CG input channels per group (padded to 4 for DENSE);
+//          KH, KW kernel size; CG input channels per group (padded to 4 for DENSE), or
+//          WIDE_INPUT instead (DENSE with several input slices per group: the count is the
+//          uniform u_cg_loop, so one program serves every width, and blocked passes share
+//          input columns);
 //          DENSE (groups made of whole slices: one vec4 fetch feeds a mat4*vec4),
 //          DEPTHWISE (Cg = Co/group = 1: output slice s reads input slice s), or neither
 //          (generic: each output lane gathers its own input channels one by one);
@@ -14,7 +17,7 @@
 //          every input texel as it is fetched; both map 0 to 0, so masked taps stay zero).
 // Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
 //           u_cog output channels per group, u_cg input channels per group,
-//           u_in_alpha (IN_ACT_LEAKYRELU's slope).
+//           u_cg_loop (WIDE_INPUT: CG padded to whole slices), u_in_alpha (IN_ACT_LEAKYRELU).
 // Samplers: u_input (activation atlas), u_weights (layout.pack_filters of (Co, CG, KH, KW)),
 //           u_params (row 0: bias).
 //
@@ -36,6 +39,13 @@ uniform ivec2 u_dilation;
 uniform ivec2 u_pad;
 uniform int u_cog;
 uniform int u_cg;
+
+#ifdef WIDE_INPUT
+uniform int u_cg_loop;  // input channels per group, padded to whole slices
+#define CG_LOOP u_cg_loop
+#else
+#define CG_LOOP CG
+#endif
 
 #if defined(TRANSPOSED) && !defined(UNIT_DILATION)
 #define MASK_TAPS 1  // taps() cannot bound a dilated transposed conv: mask each tap instead
@@ -140,7 +150,7 @@ vec4 compute(int slice, int oy, int ox) {
             // Walk the input slices of the group tile by tile: no division per slice.
             ivec2 origin = first_origin;
             int s = first_slice;
-            for (int c = 0; c < CG; c += 4, ++s) {
+            for (int c = 0; c < CG_LOOP; c += 4, ++s) {
                 vec4 x = input_texel(origin, s, iy, ix);
 #ifdef DENSE
                 acc += mat4(tap(c, slice, ky, kx), tap(c + 1, slice, ky, kx),
@@ -235,7 +245,7 @@ ivec2 next_tile(ivec2 origin) {
     return origin.x < row_end ? origin : ivec2(0, origin.y + u_input_shape.y);
 }
 
-#if CG > 4 && (!defined(TRANSPOSED) || defined(UNIT_DILATION))
+#if defined(WIDE_INPUT) && (!defined(TRANSPOSED) || defined(UNIT_DILATION))
 // Column sharing. Along x a block reads SPAN_X input columns, most of them shared by several
 // (pixel, kernel column) pairs; each is fetched once per input slice and kernel row and feeds
 // every pair that reads it. NW weight taps per kernel row are loaded once; pair_tap(m, jx)
@@ -294,7 +304,7 @@ void compute_block(int slice, int oy, int ox) {
         vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
         ivec2 origin = first_origin;
         int s = first_slice;
-        for (int c = 0; c < CG; c += 4, ++s, origin = next_tile(origin)) {
+        for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
             vec2 tile = vec2(origin) * input_texel_size;
             mat2x4 range = storage_range(u_input_shape, s);
             WEIGHTS w[NW];
@@ -341,7 +351,7 @@ void compute_block(int slice, int oy, int ox) {
             vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
             ivec2 origin = first_origin;
             int s = first_slice;
-            for (int c = 0; c < CG; c += 4, ++s, origin = next_tile(origin)) {
+            for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
                 vec2 tile = vec2(origin) * input_texel_size;
                 mat2x4 range = storage_range(u_input_shape, s);
                 WEIGHTS w = tap_weights(w_at, next_weight, c, kx);

@@ -80,7 +80,7 @@ def test_shader_compile_error_names_file_layer_and_line(ctx):
     err = info.value
     assert err.path.endswith("conv.glsl") and err.layer == "broken"
     lines = resource_path("shaders", "conv.glsl").read_text().splitlines()
-    first_use = next(i for i, text in enumerate(lines, 1) if "c < CG; c += 4" in text)
+    first_use = next(i for i, text in enumerate(lines, 1) if "c < CG_LOOP; c += 4" in text)
     assert "CG" in err.message and f"> op shader:{first_use} |" in str(err)
 
 
