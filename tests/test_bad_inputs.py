@@ -695,9 +695,10 @@ def test_model_strings_never_reach_shader_sources(ctx, monkeypatch, tmp_path):
     {"activation": {"op": "Relu\n#define X 1"}},
     {"input_activation": {"op": "Relu\n#define X 1"}},
     {"input_activation": "Relu"},
+    {"input_activation": {"op": "Relu"}, "mode": "constant", "pads": [0, 0, 1, 1, 0, 0, 1, 1]},
 ])
 def test_attribute_strings_that_would_be_defines_are_refused(attrs, ctx):
-    op = "Pad" if "mode" in attrs else "Conv"
+    op = "Pad" if "mode" in attrs else "Conv"  # a Pad takes no input_activation either
     weights = {} if op == "Pad" else {"W": np.ones((4, 3, 1, 1), np.float32)}
     attrs = {"pads": [0, 0, 1, 1, 0, 0, 1, 1]} | attrs if op == "Pad" else attrs
     graph = Graph({"x": (3, 4, 5)}, [Node(op, "y", ["x"], attrs, weights)], ["y"])

@@ -73,6 +73,7 @@ class Op:
 
     shader: str = ""
     samplers: tuple[str, ...] = ("u_input",)
+    takes_input_activation = False  # attrs["input_activation"] (convs: ops/conv.py)
 
     def __init__(self, node: Node, in_shapes: list[tuple]):
         self.node = node
@@ -140,6 +141,8 @@ class Op:
 
     # --- the fused epilogue: residual add, then activation (shaders/common.glsl) ----------
     def _check_epilogue(self):
+        if "input_activation" in self.node.attrs and not self.takes_input_activation:
+            self.fail("input_activation is for Conv and ConvTranspose only", UnsupportedOpError)
         act = self.node.attrs.get("activation")
         if act and act.get("op") not in ACTIVATION_DEFAULTS:
             self.fail(f"cannot fuse activation {act.get('op')!r}", UnsupportedOpError)

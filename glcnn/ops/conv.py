@@ -37,6 +37,8 @@ BLOCK_MIN_WORK = 16  # multiply-adds per output value below which a conv is not 
 
 
 class _ConvBase(Op):
+    takes_input_activation = True
+
     def check(self):
         self.x_shape = self.in_shapes[0]
         self.group = int(self.node.attrs.get("group", 1))
