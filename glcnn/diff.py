@@ -61,11 +61,8 @@ class DiffReport(NamedTuple):
 
 # --- comparing (GL-free) -----------------------------------------------------------------
 def op_label(op) -> str:
-    """The op type with its fused parts in execution order, e.g. "Conv+Add+Relu" or
-    "LeakyRelu+Conv" (an activation the conv applies to its input)."""
-    act, pre = op.node.attrs.get("activation"), op.node.attrs.get("input_activation")
-    return ((f"{pre['op']}+" if pre else "") + op.op_type
-            + ("+Add" if op.node.attrs.get("residual") else "") + (f"+{act['op']}" if act else ""))
+    """The op type with its fused parts in execution order (`Node.label`)."""
+    return op.node.label
 
 
 def abs_error(y, ref) -> np.ndarray:

@@ -39,10 +39,23 @@ class Node:
     def output(self) -> str:
         return self.name
 
+    @property
+    def label(self) -> str:
+        """The op with what glcnn.passes fused into it, in execution order: "Conv+Add+Relu",
+        or "LeakyRelu+Conv" for an activation the conv applies to its input."""
+        pre, act = self.attrs.get("input_activation"), self.attrs.get("activation")
+        return ((f"{_fused_op(pre)}+" if pre else "") + self.op
+                + ("+Add" if self.attrs.get("residual") else "")
+                + (f"+{_fused_op(act)}" if act else ""))
+
     def __repr__(self):
-        extra = f" +{self.attrs['activation']['op']}" if "activation" in self.attrs else ""
-        pre = f"{self.attrs['input_activation']['op']}+" if "input_activation" in self.attrs else ""
-        return f"{pre}{self.op}{extra}({', '.join(self.inputs)}) -> {self.name}"
+        return f"{self.label}({', '.join(self.inputs)}) -> {self.name}"
+
+
+def _fused_op(part) -> str:
+    """The op name of a fused activation attribute ({"op": ..., params}); as given if the
+    attribute is malformed (ops refuse it when they check the node)."""
+    return str(part.get("op")) if isinstance(part, dict) else str(part)
 
 
 @dataclass

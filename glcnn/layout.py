@@ -180,7 +180,13 @@ def pack_filters(w: np.ndarray, channels: int | None = None) -> np.ndarray:
     target[:full] = w[:4 * full].reshape(full, 4, cg, kh, kw)
     if co % 4:
         target[full, :co % 4] = w[4 * full:]
-    return out.reshape(s * kh, channels * kw, 4)
+    return out.reshape(filters_shape(co, kh, kw, channels))
+
+
+def filters_shape(co: int, kh: int, kw: int, channels: int) -> tuple[int, int, int]:
+    """The (height, width, 4) `pack_filters` gives for Co outputs, kh×kw taps and `channels`
+    columns, without laying anything out."""
+    return (co + 3) // 4 * kh, channels * kw, 4
 
 
 def pack_channels(*rows: np.ndarray) -> np.ndarray:

@@ -197,13 +197,8 @@ class Op:
 
     # --- printing ------------------------------------------------------------------------
     def summary(self) -> str:
-        act = self.node.attrs.get("activation")
-        fused = f"+{act['op']}" if act else ""
-        fused += "+Add" if self.node.attrs.get("residual") else ""
-        pre = self.node.attrs.get("input_activation")
-        label = (f"{pre['op']}+" if pre else "") + self.op_type + fused
         params = sum(int(np.asarray(w).size) for w in self.node.weights.values())
-        return (f"{self.node.name:<24} {label:<24} {str(self.output_shape()):<18}"
+        return (f"{self.node.name:<24} {self.node.label:<24} {str(self.output_shape()):<18}"
                 f" {params:>10,} {self.flops() / 1e6:>10.2f}")
 
     def __repr__(self):

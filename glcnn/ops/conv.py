@@ -26,7 +26,7 @@ context (`block_step` says whether a layer has one; README "Speed").
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from ..layout import pack_channels, pack_filters
+from ..layout import filters_shape, pack_channels, pack_filters
 from .base import ACTIVATION_DEFAULTS, Op, conv_output_size, register
 
 # Activations a conv applies to its input as it fetches it (glcnn.passes.fuse_input_activations;
@@ -95,9 +95,7 @@ class _ConvBase(Op):
         return "GENERIC"
 
     def defines(self):
-        ci, co, cg, cog = self.channels()
-        variant = self.variant()
-        padded = -(-cg // 4) * 4 if variant == "DENSE" else cg
+        variant, padded = self.variant(), self._columns()
         pre = self.node.attrs.get("input_activation")
         extra = {"IN_ACT_" + pre["op"].upper(): 1} if pre else {}
         # Several input slices per group: the loop bound is a uniform, so one program serves
@@ -118,15 +116,18 @@ class _ConvBase(Op):
                 "u_params": pack_channels(self.bias)}
 
     def texture_shapes(self):
-        slices, (kh, kw) = -(-self.channels()[1] // 4), self.W.shape[2:]
-        return {"u_weights": (slices * kh, self._columns() * kw, 4), "u_params": (1, slices, 4)}
+        co, (kh, kw) = self.channels()[1], self.W.shape[2:]
+        return {"u_weights": filters_shape(co, kh, kw, self._columns()),
+                "u_params": (1, (co + 3) // 4, 4)}
 
     def uniforms(self):
-        pre = self.node.attrs.get("input_activation") or {}
-        return {"u_stride": self.strides[::-1], "u_dilation": self.dilations[::-1],
-                "u_pad": (self.pads[1], self.pads[0]), "u_cog": self.channels()[3],
-                "u_cg": self.channels()[2], "u_cg_loop": self._columns(),
-                "u_in_alpha": float(pre.get("alpha", ACTIVATION_DEFAULTS["LeakyRelu"]["alpha"]))}
+        out = {"u_stride": self.strides[::-1], "u_dilation": self.dilations[::-1],
+               "u_pad": (self.pads[1], self.pads[0]), "u_cog": self.channels()[3],
+               "u_cg": self.channels()[2], "u_cg_loop": self._columns()}
+        pre = self.node.attrs.get("input_activation")
+        if pre and pre["op"] == "LeakyRelu":
+            out["u_in_alpha"] = float(pre.get("alpha", ACTIVATION_DEFAULTS["LeakyRelu"]["alpha"]))
+        return out
 
     def flops(self):
         return 2 * int(np.prod(self.W.shape)) * int(np.prod(self.spatial_positions()))
