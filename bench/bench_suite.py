@@ -246,8 +246,8 @@ def markdown(info: dict, results: dict, args, seconds: float) -> str:
          scaling(results, args.precisions)),
         (f"Slowest {args.top} layers per model (glcnn {first}, each pass between two glFinish)",
          layers(results, first, args.top)),
-        ("Load + compile + first run in a fresh process (cold: Mesa shader cache disabled; "
-         "warm: cache primed)", load_times(results)),
+        ("Load + compile + first run in a fresh process (cold: Mesa shader cache and glcnn "
+         "prepared-model cache off; warm: both primed)", load_times(results)),
         *([("Against TensorFlow.js (same machine, same session)",
             tfjs(results, args.tfjs, first))] if args.tfjs else []),
         ("Outputs compared before timing", agreement(results)),

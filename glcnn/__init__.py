@@ -25,22 +25,26 @@ from .importers import load_graph
 from .importers.npz import save
 from .pipeline import Pipeline, Readback
 from .precision import TOLERANCE, calibrate
+from .prepared import load_optimized
 
 
-def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None) -> Pipeline:
-    """Load a model file (.onnx, or glcnn's native .npz) and compile it on `ctx`.
+def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
+         cache: bool | None = None) -> Pipeline:
+    """Load a model file (.onnx, glcnn's native .npz, TF.js model.json) and compile it on `ctx`.
 
     The graph is optimised (BatchNorm folded, activations and residual adds fused) and
-    compiled on `ctx`, by default a new headless EGL context.
+    compiled on `ctx`, by default a new headless EGL context. The optimised graph of an
+    .onnx/.npz file is kept in the prepared-model cache (`glcnn.prepared`), so loading the
+    same file again skips importing and optimising it.
 
     Args:
         path: the model file.
         ctx, precision, keep, strategy: as for `Pipeline`.
+        cache: use the prepared-model cache (default: unless GLCNN_CACHE=0).
     Raises:
         ModelFileError, and the GlcnnError subclasses of `Pipeline`.
     """
-    from .passes import optimize
-    return Pipeline(optimize(load_graph(path)), ctx, precision, keep, strategy=strategy)
+    return Pipeline(load_optimized(path, cache), ctx, precision, keep, strategy=strategy)
 
 __version__ = "0.1.0"
 

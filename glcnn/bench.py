@@ -9,8 +9,8 @@ What is measured, all wall clock (GL timer queries are meaningless on llvmpipe):
 - per layer: each pass's draw between two `ctx.gl.finish()` calls (so passes cannot
   overlap, and the layers add up to more than a whole run);
 - load + compile + first run in a fresh process (`glcnn.bench_load`): cold, with Mesa's
-  on-disk shader cache disabled (MESA_SHADER_CACHE_DISABLE=true), and warm, after one
-  priming run with the cache enabled. The first run is included because llvmpipe
+  on-disk shader cache disabled (MESA_SHADER_CACHE_DISABLE=true) and glcnn's prepared-model
+  cache off (GLCNN_CACHE=0), and warm, after one priming run with both caches enabled. The first run is included because llvmpipe
   JIT-compiles each shader at its first draw;
 - the implementations of `glcnn.bench_refs` (onnxruntime, PyTorch) on the same input;
 - median and min ms over up to `runs` runs after `warmup` runs; a measurement stops early
@@ -262,15 +262,14 @@ def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, c
             (references always, glcnn precisions when `strict`).
     """
     from .context import Context
-    from .importers import load_graph
     from .ops import build_ops
-    from .passes import optimize
+    from .prepared import load_optimized
     settings = settings or Settings()
     settings.check()
     if not set(precisions) <= set(TOLERANCE):
         raise GlcnnError(f"precisions {list(precisions)}: expected {', '.join(TOLERANCE)}")
     check_against(against, model)
-    graph = optimize(load_graph(model))
+    graph = load_optimized(model)
     ops, shapes = build_ops(graph)
     feeds = _feeds(graph, inputs)
     ctx = ctx or Context()

@@ -1,8 +1,10 @@
 """Load + compile + first run of a model in fresh processes, for `glcnn bench`.
 
 Cold: Mesa's on-disk shader cache disabled (MESA_SHADER_CACHE_DISABLE=true), so llvmpipe
-JIT-compiles every shader at its first draw. Warm: the cache enabled, after one priming run
-that fills it. Each process runs `probe` and prints its timings as one JSON line.
+JIT-compiles every shader at its first draw, and glcnn's prepared-model cache off
+(GLCNN_CACHE=0), so the model is imported and optimised from its file. Warm: both caches
+enabled (the prepared-model cache in a temporary folder), after one priming run that fills
+them. Each process runs `probe` and prints its timings as one JSON line.
 """
 
 import json
@@ -32,9 +34,10 @@ def load_times(model, precision: str, feeds: dict) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         inputs = Path(folder) / "inputs.npz"
         np.savez(inputs, **feeds)
-        cold = _probe(model, precision, inputs, {CACHE_ENV: "true"})
-        _probe(model, precision, inputs, {})  # fills Mesa's on-disk shader cache
-        warm = _probe(model, precision, inputs, {})
+        cold = _probe(model, precision, inputs, {CACHE_ENV: "true", "GLCNN_CACHE": "0"})
+        prepared = {"GLCNN_CACHE": "1", "GLCNN_CACHE_DIR": str(Path(folder) / "prepared")}
+        _probe(model, precision, inputs, prepared)  # fills both caches
+        warm = _probe(model, precision, inputs, prepared)
     return {"cold": cold, "warm": warm}
 
 
@@ -64,13 +67,12 @@ def probe(start: float, model: str, precision: str, inputs: str) -> None:
     ms = {"import_ms": _ms_since(start)}
     from .context import Context
     from .diff import calibrate_if_needed
-    from .importers import load_graph
-    from .passes import optimize
     from .pipeline import Pipeline
+    from .prepared import load_optimized
     with np.load(inputs, allow_pickle=False) as data:
         feeds = dict(data)
     lap = _stopwatch()
-    graph = optimize(load_graph(model))
+    graph = load_optimized(model)
     ms["load_ms"] = lap()
     ctx = Context()
     ms["context_ms"] = lap()

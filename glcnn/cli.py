@@ -116,10 +116,9 @@ def _write(path: Path, y: np.ndarray, value_range) -> None:
 
 def cmd_run(args) -> None:
     from .diff import calibrate_if_needed
-    from .importers import load_graph
-    from .passes import optimize
     from .pipeline import Pipeline
-    graph = optimize(load_graph(args.model))
+    from .prepared import load_optimized
+    graph = load_optimized(args.model)
     name, shape = next(iter(graph.inputs.items()))
     meta = graph.meta
     x = read_input(Path(args.input), shape, meta.get("input_range", (0, 1)))
@@ -137,11 +136,10 @@ def cmd_run(args) -> None:
 
 
 def cmd_info(args) -> None:
-    from .importers import load_graph
     from .ops import build_ops
-    from .passes import optimize
+    from .prepared import load_optimized
     from .summary import table
-    graph = optimize(load_graph(args.model))
+    graph = load_optimized(args.model)
     ops, shapes = build_ops(graph)
     print(f"{args.model}: inputs {graph.inputs} -> outputs "
           f"{ {o: shapes[o] for o in graph.outputs} }")
@@ -149,11 +147,10 @@ def cmd_info(args) -> None:
 
 
 def cmd_view(args) -> None:
-    from .importers import load_graph
-    from .passes import optimize
+    from .prepared import load_optimized
     from .sources import open_source
     from .viewer import Viewer
-    graph = optimize(load_graph(args.model))
+    graph = load_optimized(args.model)
     name, (c, h, w) = next(iter(graph.inputs.items()))
     if args.size:
         w, h = args.size
@@ -182,12 +179,11 @@ def cmd_diff(args) -> int:
     """Print the per-layer table; 0 when all layers are within tolerance, 1 otherwise."""
     from .diff import calibrate_if_needed, diff_pipeline, format_table
     from .diff_refs import check_against
-    from .importers import load_graph
-    from .passes import optimize
     from .pipeline import Pipeline
+    from .prepared import load_optimized
     against, folder = _against(args.against)
     against = check_against(against, args.model, folder)
-    graph = optimize(load_graph(args.model))
+    graph = load_optimized(args.model)
     if len(graph.inputs) != 1:
         raise GlcnnError(f"glcnn diff takes one-input models; {args.model} has "
                          f"{list(graph.inputs)}")

@@ -169,11 +169,10 @@ def diff(model, inputs, against: str | None = None, precision: str = "fp32", ctx
             missing, reference files of the wrong shape.
     """
     from .diff_refs import check_against
-    from .importers import load_graph
-    from .passes import optimize
     from .pipeline import Pipeline
+    from .prepared import load_optimized
     against = check_against(against, model, tfjs_dir)
-    graph = optimize(load_graph(model))
+    graph = load_optimized(model)
     calibrate_if_needed(graph, precision, _named_inputs(graph, inputs), ctx)
     with Pipeline(graph, ctx, precision, keep="all") as pipe:
         return diff_pipeline(pipe, inputs, against, model, tfjs_dir, png_dir)

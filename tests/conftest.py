@@ -1,11 +1,15 @@
 """Shared fixtures: one headless GL context for the whole run, with GL error checks.
 
 With GLCNN_REQUIRE_GL=1 (set by .ci/run) or CI set, a missing GL context fails every GL test
-instead of skipping it.
+instead of skipping it. The prepared-model cache (glcnn.prepared) lives in a temporary folder
+for the run, never in the user's.
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
 
 import glcnn
+
+os.environ["GLCNN_CACHE_DIR"] = tempfile.mkdtemp(prefix="glcnn-test-cache-")
+atexit.register(shutil.rmtree, os.environ["GLCNN_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -24,14 +24,19 @@ MAX_GRAPH_JSON = 64 << 20  # bytes of the graph description
 
 def save(graph: Graph, path) -> None:
     """Write `graph` (structure and weights) to `path` (.npz)."""
-    doc = {"format": FORMAT, "inputs": {k: list(v) for k, v in graph.inputs.items()},
-           "outputs": graph.outputs, "meta": graph.meta,
-           "nodes": [{"op": n.op, "name": n.name, "inputs": n.inputs, "attrs": n.attrs}
-                     for n in graph.nodes]}
+    doc = document(graph)
     arrays = {f"{n.name}::{k}": np.asarray(v, np.float32)
               for n in graph.nodes for k, v in n.weights.items()}
     blob = np.frombuffer(json.dumps(doc).encode(), np.uint8)
     np.savez(Path(path), glcnn_graph=blob, **arrays)
+
+
+def document(graph: Graph) -> dict:
+    """The JSON-able description of `graph` without its weights (the "glcnn_graph" member)."""
+    return {"format": FORMAT, "inputs": {k: list(v) for k, v in graph.inputs.items()},
+            "outputs": graph.outputs, "meta": graph.meta,
+            "nodes": [{"op": n.op, "name": n.name, "inputs": n.inputs, "attrs": n.attrs}
+                      for n in graph.nodes]}
 
 
 def load(path) -> Graph:
@@ -50,7 +55,7 @@ def load(path) -> Graph:
         raise ModelFileError(f"{path}: holds weights only (keys {sorted(arrays)[:4]}...), no "
                              "glcnn graph; build the architecture (glcnn.Builder or "
                              "glcnn.models) and pass these weights to it")
-    graph = _graph(_document(arrays.pop(GRAPH_KEY), path), path)
+    graph = graph_of(_document(arrays.pop(GRAPH_KEY), path), path)
     _attach_weights(graph, arrays, path)
     try:
         graph.validate()
@@ -141,16 +146,21 @@ def _document(blob: np.ndarray, path) -> dict:
     except (ValueError, RecursionError) as exc:
         raise ModelFileError(f"{path}: member {GRAPH_KEY!r} is not JSON "
                              f"({type(exc).__name__}: {str(exc)[:200]})") from None
+    return doc
+
+
+def graph_of(doc, path) -> Graph:
+    """The Graph of a description (`document`), without weights; the format tag and the
+    fields' types are checked (names and shapes are checked by Graph.validate).
+
+    Raises:
+        ModelFileError: naming `path`.
+    """
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
         raise ModelFileError(f"{path}: malformed glcnn graph (format {found!r}, expected "
                              f"{FORMAT!r})")
-    return doc
 
-
-def _graph(doc: dict, path) -> Graph:
-    """The Graph of a description, its fields' types checked (names and shapes are checked
-    by Graph.validate)."""
     def need(value, kind, what):
         if not isinstance(value, kind):
             raise ModelFileError(f"{path}: malformed glcnn graph: {what} is "

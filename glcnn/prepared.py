@@ -1,0 +1,191 @@
+"""The prepared-model cache: a model file imported and optimised once, read back fast.
+
+Importing a large ONNX model costs more than compiling it on a warm GL: the onnx package
+(for shape inference), protobuf parsing, weight checks and BatchNorm folding (a pix2pix
+U-Net: ~0.2 s of a ~0.6 s warm load). `load_optimized` keeps the optimised Graph of each
+model file in one flat file per model under the cache folder and maps its weights straight
+from disk (copy-on-write) the next time.
+
+- Folder: ``$GLCNN_CACHE_DIR``, else ``$XDG_CACHE_HOME/glcnn/prepared``, else
+  ``~/.cache/glcnn/prepared``. Deleting it is always safe. ``GLCNN_CACHE=0`` turns the
+  cache off (nothing is read or written).
+- An entry is found by the model file's resolved path, inode, size, modification time and
+  a hash of 16 spread 64 KiB samples of its bytes, and by glcnn's own code (the size and time
+  of its modules): editing the model or upgrading glcnn makes a new entry. A file modified
+  less than `RACY_SECONDS` ago is not cached (as git does for "racily clean" files): a
+  rewrite within the file system's timestamp granularity could otherwise keep its key.
+- Entries unused for longest are removed once the folder holds more than
+  ``GLCNN_CACHE_MAX_MB`` (default 4096).
+- Only ``.onnx`` and ``.npz`` files are cached (a TF.js model spans several files).
+- A cache that cannot be written (read-only home, full disk) or an entry that does not read
+  back (truncated, from another glcnn) is skipped with a warning: the model is imported from
+  its file as if there were no cache. Errors in the model file itself are raised as always.
+
+Entry layout: the 8-byte magic ``GLCNNPR1``, the JSON length (8 bytes, little-endian), the
+JSON (glcnn's native graph description, `importers.npz`, plus where each weight sits), zero
+padding to a multiple of 64 bytes, then every weight as float32, each starting on a multiple
+of 64 bytes.
+"""
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .errors import GlcnnError
+from .graph import Graph
+from .importers import load_graph
+from .importers import npz as native
+
+MAGIC = b"GLCNNPR1"
+ALIGN = 64
+CACHED_SUFFIXES = (".onnx", ".npz")
+DEFAULT_MAX_MB = 4096
+RACY_SECONDS = 2.0
+SAMPLES, SAMPLE_BYTES = 16, 64 << 10
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def load_optimized(path, cache: bool | None = None) -> Graph:
+    """`load_graph(path)` then `passes.optimize`, through the prepared-model cache.
+
+    Args:
+        path: the model file.
+        cache: use the cache (default: unless ``GLCNN_CACHE=0``).
+    Returns:
+        The optimised Graph. Weights read from the cache are copy-on-write maps of the
+        entry: writing to them changes this Graph only.
+    Raises:
+        As `load_graph` and `Graph.validate`, for the model file.
+    """
+    from .passes import optimize
+    path = Path(path)
+    if cache is None:
+        cache = os.environ.get("GLCNN_CACHE", "1").strip().lower() not in ("0", "off", "no",
+                                                                         "false")
+    if not cache or path.suffix.lower() not in CACHED_SUFFIXES or not path.is_file() \
+            or time.time() - path.stat().st_mtime < RACY_SECONDS:
+        return optimize(load_graph(path))
+    entry = cache_dir() / f"{entry_key(path)}.glcnn"
+    if entry.is_file():
+        try:
+            graph = read_entry(entry)
+            os.utime(entry)  # most recently used
+            return graph
+        except (OSError, ValueError, GlcnnError) as exc:
+            warnings.warn(f"glcnn: prepared-model cache entry {entry} is unreadable "
+                          f"({exc}); importing {path} again", stacklevel=2)
+    graph = optimize(load_graph(path))
+    try:
+        write_entry(graph, entry)
+        _evict(entry.parent, keep=entry)
+    except (OSError, TypeError, ValueError) as exc:  # unwritable folder; attrs JSON can't hold
+        warnings.warn(f"glcnn: cannot write the prepared-model cache {entry.parent} ({exc}); "
+                      "set GLCNN_CACHE_DIR to a writable folder, or GLCNN_CACHE=0",
+                      stacklevel=2)
+    return graph
+
+
+def cache_dir() -> Path:
+    """The cache folder (see the module docstring); not created here."""
+    if os.environ.get("GLCNN_CACHE_DIR"):
+        return Path(os.environ["GLCNN_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "glcnn" / "prepared"
+
+
+def entry_key(path: Path) -> str:
+    """Hex digest naming the entry of model file `path` (see the module docstring)."""
+    stat = path.stat()
+    code = sorted((str(p.relative_to(_PACKAGE)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in _PACKAGE.rglob("*.py"))
+    ident = [MAGIC.decode(), str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns,
+             code]
+    digest = hashlib.sha256(json.dumps(ident).encode())
+    with open(path, "rb") as f:
+        for at in np.linspace(0, max(stat.st_size - SAMPLE_BYTES, 0), SAMPLES, dtype=np.int64):
+            f.seek(int(at))
+            digest.update(f.read(SAMPLE_BYTES))
+    return digest.hexdigest()[:32]
+
+
+def write_entry(graph: Graph, entry: Path) -> None:
+    """Write `graph` as a cache entry at `entry` (atomically: a reader sees the whole entry
+    or none)."""
+    doc = native.document(graph)
+    weights, offset = [], 0
+    for node in graph.nodes:
+        for name, value in node.weights.items():
+            value = np.ascontiguousarray(value, np.float32)
+            weights.append((node.name, name, value))
+            offset = _aligned(offset)
+            doc.setdefault("weights", []).append([node.name, name, list(value.shape), offset])
+            offset += value.nbytes
+    header = json.dumps(doc).encode()
+    start = _aligned(len(MAGIC) + 8 + len(header))
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(".partial", entry.name, entry.parent)
+    partial = Path(partial)
+    try:
+        with os.fdopen(handle, "wb") as f:
+            f.write(MAGIC + len(header).to_bytes(8, "little") + header)
+            for (_, _, value), (*_, at) in zip(weights, doc.get("weights", [])):
+                f.seek(start + at)
+                f.write(memoryview(value).cast("B"))
+            f.truncate(start + offset)
+        os.replace(partial, entry)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def read_entry(entry: Path) -> Graph:
+    """The Graph of a cache entry, its weights mapped copy-on-write from the file.
+
+    Raises:
+        ValueError: not an entry of this format, or truncated.
+        GlcnnError: a description that does not validate.
+    """
+    with open(entry, "rb") as f:
+        head = f.read(len(MAGIC) + 8)
+        if len(head) < len(MAGIC) + 8 or head[:len(MAGIC)] != MAGIC:
+            raise ValueError("not a glcnn prepared-model entry")
+        size = int.from_bytes(head[len(MAGIC):], "little")
+        if size > native.MAX_GRAPH_JSON:
+            raise ValueError(f"description of {size} bytes")
+        doc = json.loads(f.read(size).decode())
+    start = _aligned(len(MAGIC) + 8 + size)
+    weights = doc.pop("weights", [])
+    end = max((at + 4 * int(np.prod(shape)) for _, _, shape, at in weights), default=0)
+    if entry.stat().st_size != start + end:
+        raise ValueError(f"{entry.stat().st_size} bytes, expected {start + end}")
+    data = np.memmap(entry, np.uint8, "c", start, (end,)) if end else np.zeros(0, np.uint8)
+    graph = native.graph_of(doc, entry)
+    nodes = {n.name: n for n in graph.nodes}
+    for layer, name, shape, at in weights:
+        count = int(np.prod(shape))
+        nodes[layer].weights[name] = data[at:at + 4 * count].view(np.float32).reshape(shape)
+    graph.validate()
+    return graph
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def _evict(folder: Path, keep: Path) -> None:
+    """Remove the least recently used entries (but `keep`) while the folder holds more than
+    GLCNN_CACHE_MAX_MB."""
+    limit = float(os.environ.get("GLCNN_CACHE_MAX_MB", DEFAULT_MAX_MB)) * (1 << 20)
+    entries = sorted(folder.glob("*.glcnn"), key=lambda p: p.stat().st_mtime)
+    total = sum(p.stat().st_size for p in entries)
+    for old in entries:
+        if total <= limit:
+            break
+        if old != keep:
+            total -= old.stat().st_size
+            old.unlink(missing_ok=True)

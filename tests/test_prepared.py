@@ -1,0 +1,187 @@
+"""The prepared-model cache (glcnn.prepared): a cached load gives the graph an uncached load
+gives (structure and every weight bit), runs to the same outputs, and is never used for a
+file that changed; broken or unwritable caches fall back to importing the file."""
+
+import json
+import os
+import time
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from helpers import assert_close
+from onnx_models import conv_bn_relu, rand
+
+import glcnn
+from glcnn import prepared, reference
+from glcnn.models import autoencoder
+from glcnn.passes import optimize
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("GLCNN_CACHE_DIR", str(folder))
+    monkeypatch.delenv("GLCNN_CACHE", raising=False)
+    return folder
+
+
+def settled(path):
+    """Date `path` back past the racy window, as a file saved a while ago is."""
+    past = time.time() - 10 * prepared.RACY_SECONDS
+    os.utime(path, (past, past))
+    return path
+
+
+def onnx_model(tmp_path, model=None, name="model.onnx"):
+    path = tmp_path / name
+    onnx.save(model or conv_bn_relu(), str(path))
+    return settled(path)
+
+
+def entries(folder):
+    return sorted(folder.glob("*.glcnn")) if folder.is_dir() else []
+
+
+def assert_same_graph(a, b):
+    assert a.inputs == b.inputs and a.outputs == b.outputs and a.meta == b.meta
+    assert [(n.op, n.name, n.inputs) for n in a.nodes] == \
+        [(n.op, n.name, n.inputs) for n in b.nodes]
+    for x, y in zip(a.nodes, b.nodes):
+        assert x.attrs == y.attrs or _json_equal(x.attrs, y.attrs), x.name
+        assert sorted(x.weights) == sorted(y.weights), x.name
+        for k in x.weights:
+            assert np.array_equal(np.asarray(x.weights[k], np.float32), y.weights[k]), (x.name, k)
+            assert y.weights[k].dtype == np.float32
+
+
+def _json_equal(a, b):
+    return json.loads(json.dumps(a)) == json.loads(json.dumps(b))
+
+
+def test_cached_onnx_load_is_the_imported_graph_and_runs_like_onnxruntime(ctx, cache, tmp_path,
+                                                                         monkeypatch):
+    path = onnx_model(tmp_path)
+    fresh = optimize(glcnn.load_graph(path))
+    first = prepared.load_optimized(path)
+    assert len(entries(cache)) == 1
+    assert_same_graph(fresh, first)
+
+    def no_import(p):
+        raise AssertionError(f"{p} imported again: the cache entry was not used")
+    monkeypatch.setattr(prepared, "load_graph", no_import)
+    cached = prepared.load_optimized(path)
+    assert_same_graph(fresh, cached)
+    assert isinstance(cached.nodes[0].weights["W"], np.memmap)
+
+    x = rand(1, 3, 9, 8, seed=5, scale=1.0)
+    (theirs,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})
+    with glcnn.Pipeline(cached, ctx) as pipe:
+        ours = pipe.run(x)
+    with glcnn.Pipeline(fresh, ctx) as pipe:
+        uncached = pipe.run(x)
+    assert np.array_equal(ours, uncached)
+    assert_close(ours, theirs, "fp32", "conv+bn+relu from the cache vs onnxruntime")
+
+
+def test_glcnn_load_uses_the_cache_for_native_npz(ctx, cache, tmp_path, monkeypatch):
+    graph = autoencoder((16, 16))
+    path = tmp_path / "ae.npz"
+    glcnn.save(graph, path)
+    settled(path)
+    x = np.random.default_rng(1).random((3, 16, 16), np.float32)
+    with glcnn.load(path, ctx=ctx) as pipe:
+        first = pipe.run(x)
+    assert len(entries(cache)) == 1
+    monkeypatch.setattr(prepared, "load_graph", lambda p: pytest.fail("imported again"))
+    with glcnn.load(path, ctx=ctx) as pipe:
+        again = pipe.run(x)
+    assert np.array_equal(again, first)
+    ref = reference.run(graph, {"image": x})["dec2"]
+    assert_close(again, ref, "fp32", "autoencoder 16² from the cache")
+
+
+def test_a_changed_model_file_is_imported_again(cache, tmp_path):
+    path = onnx_model(tmp_path)
+    first, first_key = prepared.load_optimized(path), prepared.entry_key(path)
+    stamp, inode = path.stat().st_mtime_ns, path.stat().st_ino
+    model = conv_bn_relu()
+    new_w = onnx.numpy_helper.from_array(rand(7, 3, 3, 3, seed=9), "W")
+    model.graph.initializer[0].CopyFrom(new_w)
+    onnx.save(model, str(path))  # same size, new weights
+    settled(path)
+    second = prepared.load_optimized(path)
+    assert len(entries(cache)) == 2
+    assert not np.array_equal(first.nodes[0].weights["W"], second.nodes[0].weights["W"])
+    assert_same_graph(optimize(glcnn.load_graph(path)), second)
+    # Rewritten in place with the first file's time stamp: the sampled bytes still tell.
+    os.utime(path, ns=(stamp, stamp))
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == (inode, stamp)
+    assert prepared.entry_key(path) != first_key
+
+
+def test_a_file_saved_just_now_is_not_cached(cache, tmp_path):
+    path = tmp_path / "model.onnx"
+    onnx.save(conv_bn_relu(), str(path))
+    prepared.load_optimized(path)
+    assert entries(cache) == []
+
+
+@pytest.mark.parametrize("damage", ["truncate", "magic", "json"])
+def test_a_broken_entry_warns_and_the_model_is_imported_again(cache, tmp_path, damage):
+    path = onnx_model(tmp_path)
+    prepared.load_optimized(path)
+    (entry,) = entries(cache)
+    data = entry.read_bytes()
+    if damage == "truncate":
+        data = data[:-100]
+    elif damage == "magic":
+        data = b"NOTGLCNN" + data[8:]
+    else:
+        data = data[:16] + b"x" + data[17:]
+    entry.write_bytes(data)
+    with pytest.warns(UserWarning, match="unreadable"):
+        graph = prepared.load_optimized(path)
+    assert_same_graph(optimize(glcnn.load_graph(path)), graph)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_same_graph(graph, prepared.load_optimized(path))  # rewritten whole
+
+
+def test_an_unwritable_cache_warns_and_loads(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("GLCNN_CACHE_DIR", str(blocker / "cache"))
+    path = onnx_model(tmp_path)
+    with pytest.warns(UserWarning, match="cannot write"):
+        graph = prepared.load_optimized(path)
+    assert_same_graph(optimize(glcnn.load_graph(path)), graph)
+
+
+@pytest.mark.parametrize("off", [{"env": "0"}, {"env": "off"}, {"arg": False}])
+def test_the_cache_can_be_turned_off(cache, tmp_path, monkeypatch, off):
+    if "env" in off:
+        monkeypatch.setenv("GLCNN_CACHE", off["env"])
+    prepared.load_optimized(onnx_model(tmp_path), cache=off.get("arg"))
+    assert entries(cache) == []
+
+
+def test_least_recently_used_entries_go_past_the_size_limit(cache, tmp_path, monkeypatch):
+    a, b = onnx_model(tmp_path, name="a.onnx"), onnx_model(tmp_path, name="b.onnx")
+    prepared.load_optimized(a)
+    (entry_a,) = entries(cache)
+    monkeypatch.setenv("GLCNN_CACHE_MAX_MB", str(1.5 * entry_a.stat().st_size / (1 << 20)))
+    prepared.load_optimized(b)
+    assert len(entries(cache)) == 1 and not entry_a.exists()
+
+
+def test_errors_in_the_model_file_are_raised_as_without_a_cache(cache, tmp_path):
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(b"not a protobuf")
+    settled(path)
+    with pytest.raises(glcnn.ModelFileError, match="bad.onnx"):
+        prepared.load_optimized(path)
+    assert entries(cache) == []
