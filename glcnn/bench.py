@@ -10,8 +10,8 @@ What is measured, all wall clock (GL timer queries are meaningless on llvmpipe):
   overlap, and the layers add up to more than a whole run);
 - load + compile + first run in a fresh process (`glcnn.bench_load`): cold, with Mesa's
   on-disk shader cache disabled (MESA_SHADER_CACHE_DISABLE=true) and glcnn's prepared-model
-  cache off (GLCNN_CACHE=0), and warm, after one priming run with both caches enabled. The first run is included because llvmpipe
-  JIT-compiles each shader at its first draw;
+  cache off (GLCNN_CACHE=0), and warm, after one priming run with both caches enabled.
+  The first run is included because llvmpipe JIT-compiles each shader at its first draw;
 - the implementations of `glcnn.bench_refs` (onnxruntime, PyTorch) on the same input;
 - median and min ms over up to `runs` runs after `warmup` runs; a measurement stops early
   once it has spent `budget` seconds (with at least 3 runs, or `runs` if fewer), so large

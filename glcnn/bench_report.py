@@ -80,7 +80,8 @@ def _layers(precision: str, layers: list, top: int, settings: dict) -> str:
 
 def _load(precision: str, load: dict) -> str:
     lines = [f"load + compile + first run in a fresh process, glcnn {precision}:"]
-    for kind, note in (("cold", "Mesa shader cache and glcnn prepared-model cache off"), ("warm", "both caches primed")):
+    for kind, note in (("cold", "Mesa shader cache and glcnn prepared-model cache off"),
+                       ("warm", "both caches primed")):
         t = load[kind]
         lines.append(f"  {kind} ({note}): {t['total_ms']:.0f} ms = import {t['import_ms']:.0f}"
                      f" + load {t['load_ms']:.0f} + context {t['context_ms']:.0f} + compile "

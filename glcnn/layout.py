@@ -71,10 +71,11 @@ class Blocking:
     "Spatial blocking"): `block_y` × `block_x` pixels per fragment, `step` apart, one render
     target per pixel of the block.
 
-    Each render target holds S = ceil(C / 4) tiles of `tile` = (rows, cols) texels in a grid
-    of `grid_cols` columns, `pitch` ≥ cols texels apart (the columns in between are left
-    empty). Blocked texel (by, bx) of tile s, in target j = jy·block_x + jx, holds output
-    pixel (y, x) of slice s with
+    Each render target holds S = ceil(C / 4) tiles of `tile` = (rows, cols) texels, each cut
+    into `bands` horizontal bands of `band_rows` rows (the last one may be short); the S·bands
+    bands sit in a grid of `grid_cols` columns, `pitch` ≥ cols texels apart (the columns in
+    between are left empty), band b of slice s at grid cell v = s·bands + b. Blocked texel
+    (by, bx) of tile s, in target j = jy·block_x + jx, holds output pixel (y, x) of slice s with
         y = (by div step)·step·block_y + (by mod step) + jy·step   (x likewise).
 
     Software rasterisers such as llvmpipe thread over 64×64 screen tiles, so the grid is one
@@ -82,7 +83,9 @@ class Blocking:
     64 × threads) so that even a small layer keeps every core busy. Spread to at most
     `min_width`: one column more would open a mostly empty screen tile that a thread works
     through after the others are done (MobileNetV2 224², 2 threads: 103 -> 99 ms; a 96-channel
-    14×14 layer's strip was 144 texels, three tiles, and is now 120, two).
+    14×14 layer's strip was 144 texels, three tiles, and is now 120, two). A layer with fewer
+    slices than threads (an RGB output) is cut into bands so that it still spans a screen
+    tile per thread.
     """
 
     shape: tuple[int, int, int]
@@ -103,27 +106,51 @@ class Blocking:
                 math.ceil(w / (self.step * self.block_x)) * self.step)
 
     @property
+    def bands(self) -> int:
+        """Bands per slice tile: 1 unless the slices, each at most 64 rows tall, are fewer than
+        the threads `min_width` asks for (64 texels each); then about one per thread."""
+        return math.ceil(self.tile[0] / self.band_rows)
+
+    @property
+    def band_rows(self) -> int:
+        slices, rows = Atlas.of(self.shape).slices, self.tile[0]
+        threads = self.min_width // 64
+        if slices * math.ceil(rows / 64) >= threads:
+            return rows
+        return math.ceil(rows / math.ceil(threads / slices))
+
+    @property
+    def cells(self) -> int:
+        """Grid cells: one per band of every slice."""
+        return Atlas.of(self.shape).slices * self.bands
+
+    @property
     def pitch(self) -> int:
-        slices, cols = Atlas.of(self.shape).slices, self.tile[1]
-        if slices == 1:  # one tile cannot be spread; empty columns would only cost time
+        cells, cols = self.cells, self.tile[1]
+        if cells == 1:  # one tile cannot be spread; empty columns would only cost time
             return cols
-        spread = self.min_width // slices
-        return min(max(cols, spread), max(cols, self.max_width // slices))
+        spread = self.min_width // cells
+        return min(max(cols, spread), max(cols, self.max_width // cells))
 
     @property
     def grid_cols(self) -> int:
-        return max(1, min(Atlas.of(self.shape).slices, self.max_width // self.pitch))
+        return max(1, min(self.cells, self.max_width // self.pitch))
 
     @property
     def size(self) -> tuple[int, int]:
         """(width, height) of each render target."""
-        rows = math.ceil(Atlas.of(self.shape).slices / self.grid_cols)
-        return self.grid_cols * self.pitch, rows * self.tile[0]
+        rows = math.ceil(self.cells / self.grid_cols)
+        return self.grid_cols * self.pitch, rows * self.band_rows
 
     @property
     def uniform(self) -> tuple[int, int, int, int]:
-        """`u_block` of the shaders: (tile rows, tile columns, grid columns, pitch)."""
-        return (*self.tile, self.grid_cols, self.pitch)
+        """`u_block` of the shaders: (band rows, tile columns, grid columns, pitch)."""
+        return self.band_rows, self.tile[1], self.grid_cols, self.pitch
+
+    @property
+    def band_uniform(self) -> tuple[int, int]:
+        """`u_bands` of the shaders: (bands per tile, tile rows)."""
+        return self.bands, self.tile[0]
 
     @property
     def defines(self) -> dict[str, int]:

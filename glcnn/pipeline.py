@@ -283,7 +283,7 @@ class Pipeline:
         for sampler, tensor in inputs:
             uniforms[sampler + "_shape"] = self.shape_uniform(tensor)
         if blocking:
-            uniforms["u_block"] = blocking.uniform
+            uniforms["u_block"], uniforms["u_bands"] = blocking.uniform, blocking.band_uniform
         uniforms = {k: v for k, v in uniforms.items() if k in program}  # drop optimised-out
         fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
         vao = self.ctx.gl.vertex_array(program, [])
@@ -302,7 +302,8 @@ class Pipeline:
         program = self.ctx.program("unblock.glsl", blocking.defines | {"CUSTOM_MAIN": 1}, name)
         for j in range(blocking.targets):  # target j always sits on texture unit j
             program[f"u_block{j}"].value = j
-        uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform}
+        uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform,
+                    "u_bands": blocking.band_uniform}
         return Unblock(program, self.ctx.gl.vertex_array(program, []), out,
                        pool[:blocking.targets], uniforms)
 

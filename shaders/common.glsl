@@ -188,23 +188,28 @@ vec4 epilogue(vec4 v, int slice, int y, int x) {
 // (1 for a conv; the stride for a transposed conv, so the pixels share their kernel taps), and
 // writes pixel j = (j / BLOCK_X, j % BLOCK_X) of its block to render target j. Each weight
 // fetch then feeds 4 * BLOCK multiply-adds instead of 4. Render target j holds the "blocked
-// tensor": S tiles of u_block.x rows by u_block.y columns in a grid of u_block.z columns, where
-// blocked (row, col) = (by, bx) holds output pixel
+// tensor": S tiles of u_bands.y rows by u_block.y columns, where blocked (row, col) = (by, bx)
+// holds output pixel
 //     (by / STEP * STEP * BLOCK_Y + by % STEP + jy * STEP,  likewise for x);
-// tiles sit u_block.w columns apart, and columns past u_block.y are left empty so that small
-// layers still spread over every llvmpipe thread (glcnn/layout.py, Blocking).
+// each tile is cut into u_bands.x bands of u_block.x rows, and band b of slice s sits in cell
+// s * u_bands.x + b of a grid of u_block.z columns, u_block.w texels apart: the columns past
+// u_block.y are left empty and small outputs are cut into bands so that they still spread
+// over every llvmpipe thread (glcnn/layout.py, Blocking).
 // shaders/unblock.glsl copies the targets back into the ordinary atlas of the output.
 #if defined(BLOCKED_OUTPUT) && !defined(CUSTOM_MAIN)
-uniform ivec4 u_block;  // (tile rows, tile columns, grid columns, pitch) of the blocked tensor
+uniform ivec4 u_block;  // (band rows, tile columns, grid columns, pitch) of the blocked tensor
+uniform ivec2 u_bands;  // (bands per tile, tile rows)
 vec4 block_acc[BLOCK];  // compute_block() leaves pixel j's sum here
 void compute_block(int slice, int y, int x);  // pixel j = (y + jy * STEP, x + jx * STEP)
 
 void main() {
     ivec2 p = ivec2(gl_FragCoord.xy);
-    ivec2 tile = div_floor(p, ivec2(u_block.w, u_block.x));
-    int slice = tile.y * u_block.z + tile.x;
-    ivec2 q = p - tile * ivec2(u_block.w, u_block.x);
-    if (slice >= (u_out.x + 3) / 4 || q.x >= u_block.y) {
+    ivec2 cell = div_floor(p, ivec2(u_block.w, u_block.x));
+    int band_index = cell.y * u_block.z + cell.x;
+    int slice = div_floor(band_index, u_bands.x);
+    ivec2 q = p - cell * ivec2(u_block.w, u_block.x);  // blocked (col, row) within the tile
+    q.y += (band_index - slice * u_bands.x) * u_block.x;
+    if (slice >= (u_out.x + 3) / 4 || q.x >= u_block.y || q.y >= u_bands.y) {
         for (int j = 0; j < BLOCK; ++j) block_acc[j] = vec4(0.0);
     } else {
         ivec2 o = q / BLOCK_STEP * BLOCK_STEP * ivec2(BLOCK_X, BLOCK_Y) + q % BLOCK_STEP;

@@ -2,12 +2,13 @@
 // blocking") back into the ordinary atlas of its output; values are copied as stored (already
 // encoded), so this pass is exact in every storage precision.
 // Defines: CUSTOM_MAIN; BLOCK_X, BLOCK_Y, BLOCK_STEP as in the blocked pass.
-// Uniforms: u_out (output shape), u_block (tile rows, tile columns, grid columns, pitch) of
-//           the blocked tensor.
+// Uniforms: u_out (output shape), u_block (band rows, tile columns, grid columns, pitch) and
+//           u_bands (bands per tile, tile rows) of the blocked tensor.
 // Samplers: u_block0 .. u_block<BLOCK - 1>, render target j of the blocked pass.
 
 #define BLOCK (BLOCK_X * BLOCK_Y)
 uniform ivec4 u_block;
+uniform ivec2 u_bands;
 uniform sampler2D u_block0;
 #if BLOCK > 1
 uniform sampler2D u_block1;
@@ -60,7 +61,10 @@ void main() {
     ivec2 within = q % span;
     ivec2 jj = within / BLOCK_STEP;  // (jx, jy): which pixel of its block
     ivec2 blocked = q / span * BLOCK_STEP + within % BLOCK_STEP;
-    int row = div_floor(slice, u_block.z);  // of the blocked grid
-    ivec2 origin = ivec2(slice - row * u_block.z, row) * ivec2(u_block.w, u_block.x);
+    int band = div_floor(blocked.y, u_block.x);
+    int cell = slice * u_bands.x + band;
+    int row = div_floor(cell, u_block.z);  // of the blocked grid
+    ivec2 origin = ivec2(cell - row * u_block.z, row) * ivec2(u_block.w, u_block.x);
+    blocked.y -= band * u_block.x;
     frag_color = block_texel(jj.y * BLOCK_X + jj.x, origin + blocked);
 }

@@ -187,6 +187,30 @@ def test_blocked_targets_over_the_texture_limit_are_refused(ctx, monkeypatch):
         glcnn.Pipeline(graph, ctx, strategy="blocked")
 
 
+@pytest.mark.parametrize("threads", [2, 3, 4, 8])
+def test_outputs_with_fewer_slices_than_threads_are_cut_into_bands(ctx, monkeypatch, threads):
+    """An RGB output's blocked tile is cut into bands (one screen tile per llvmpipe thread);
+    rows that do not divide evenly leave the last band short."""
+    monkeypatch.setenv("LP_NUM_THREADS", str(threads))
+    cases = [ConvCase(T, 8, 3, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(7, 9)),
+             ConvCase(C, 8, 6, pads=(1, 1, 1, 1), hw=(13, 13)),  # 7 blocked rows
+             ConvCase(C, 4, 4, pads=(1, 1, 1, 1), hw=(1, 40))]  # one row: no bands
+    ragged = 0
+    for case in cases:
+        graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights())
+        with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
+            b = pipe.blocking["y"]
+        slices, rows = (case.co + 3) // 4, b.tile[0]
+        wanted = -(-threads // slices) if slices < threads else 1
+        assert (b.bands > 1) == (min(rows, wanted) > 1) and b.bands <= wanted, (case, b)
+        assert b.bands * b.band_rows >= rows, (case, b)
+        assert (b.bands - 1) * b.band_rows < rows, f"{case}: an empty band"
+        ragged += rows % b.band_rows != 0
+        check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(3),
+                 strategy="blocked")
+    assert ragged or threads == 2, "no case with a short last band"
+
+
 def test_blocked_grid_wraps_rows(ctx, monkeypatch):
     """Render targets wider than the texture limit wrap onto more grid rows."""
     monkeypatch.setattr(glcnn.Context, "max_texture_size", property(lambda self: 64))
