@@ -10,7 +10,7 @@ What is measured, all wall clock (GL timer queries are meaningless on llvmpipe):
   overlap, and the layers add up to more than a whole run);
 - load + compile + first run in a fresh process (`glcnn.bench_load`): cold, with Mesa's
   on-disk shader cache disabled (MESA_SHADER_CACHE_DISABLE=true) and glcnn's prepared-model
-  cache off (GLCNN_CACHE=0), and warm, after one priming run with both caches enabled.
+  cache off (GLCNN_CACHE=0), and warm, after two priming runs with both caches enabled.
   The first run is included because llvmpipe JIT-compiles each shader at its first draw;
 - the implementations of `glcnn.bench_refs` (onnxruntime, PyTorch) on the same input;
 - median and min ms over up to `runs` runs after `warmup` runs; a measurement stops early
@@ -56,7 +56,7 @@ class Settings:
         runs: most timed runs per measurement.
         warmup: untimed runs before them (the output check has already run once).
         budget: seconds after which a measurement stops (once it has MIN_RUNS runs).
-        load_times: also measure cold and warm load in fresh processes (3 subprocesses).
+        load_times: also measure cold and warm load in fresh processes (4 subprocesses).
         settle: seconds of pause before timing each implementation: onnxruntime's threads
             spin after a run (measured here: 25-45 ms of CPU in the next second; torch's
             5-10 ms), which would slow the next implementation's first runs on 2 cores.

@@ -15,7 +15,7 @@ from disk (copy-on-write) the next time.
   less than `RACY_SECONDS` ago is not cached (as git does for "racily clean" files): a
   rewrite within the file system's timestamp granularity could otherwise keep its key.
 - Entries unused for longest are removed once the folder holds more than
-  ``GLCNN_CACHE_MAX_MB`` (default 4096).
+  ``GLCNN_CACHE_MAX_MB`` (default 2048).
 - Only ``.onnx`` and ``.npz`` files are cached (a TF.js model spans several files).
 - A cache that cannot be written (read-only home, full disk) or an entry that does not read
   back (truncated, from another glcnn) is skipped with a warning: the model is imported from
@@ -45,7 +45,7 @@ from .importers import npz as native
 MAGIC = b"GLCNNPR1"
 ALIGN = 64
 CACHED_SUFFIXES = (".onnx", ".npz")
-DEFAULT_MAX_MB = 4096
+DEFAULT_MAX_MB = 2048
 RACY_SECONDS = 2.0
 SAMPLES, SAMPLE_BYTES = 16, 64 << 10
 _PACKAGE = Path(__file__).resolve().parent

@@ -131,6 +131,11 @@ def test_named_case(ctx, case, variant, precision, strategy):
     for case, _ in NAMED for strategy in STRATEGIES])
 def test_named_case_u8(ctx, case, strategy):
     """Every named case with range-scaled RGBA8 storage: decode() inside each tap loop."""
+    check_u8(ctx, case, strategy)
+
+
+def check_u8(ctx, case, strategy):
+    """`case` calibrated on 4 seeded samples, run in u8 against the float64 reference."""
     graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights(1))
     rng = np.random.default_rng(3)
     feeds = [{"x0": (rng.standard_normal(case.in_shape) * 4).astype(np.float32)}
@@ -188,7 +193,9 @@ def test_blocked_targets_over_the_texture_limit_are_refused(ctx, monkeypatch):
 
 
 @pytest.mark.parametrize("threads", [2, 3, 4, 8])
-def test_outputs_with_fewer_slices_than_threads_are_cut_into_bands(ctx, monkeypatch, threads):
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+def test_outputs_with_fewer_slices_than_threads_are_cut_into_bands(ctx, monkeypatch, threads,
+                                                                     precision):
     """An RGB output's blocked tile is cut into bands (one screen tile per llvmpipe thread);
     rows that do not divide evenly leave the last band short."""
     monkeypatch.setenv("LP_NUM_THREADS", str(threads))
@@ -206,8 +213,11 @@ def test_outputs_with_fewer_slices_than_threads_are_cut_into_bands(ctx, monkeypa
         assert b.bands * b.band_rows >= rows, (case, b)
         assert (b.bands - 1) * b.band_rows < rows, f"{case}: an empty band"
         ragged += rows % b.band_rows != 0
-        check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(3),
-                 strategy="blocked")
+        if precision == "u8":
+            check_u8(ctx, case, "blocked")
+        else:
+            check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(3), precision,
+                     strategy="blocked")
     assert ragged or threads == 2, "no case with a short last band"
 
 
