@@ -284,6 +284,9 @@ class Pipeline:
             uniforms[sampler + "_shape"] = self.shape_uniform(tensor)
         if blocking:
             uniforms["u_block"], uniforms["u_bands"] = blocking.uniform, blocking.band_uniform
+        # Texture units: the inputs', then the weights' (as _draw binds them), u8's ranges.
+        samplers = [s for s, _ in inputs] + list(weight_data)
+        uniforms |= {s: unit for unit, s in enumerate(samplers)} | {"u_ranges": RANGES_UNIT}
         uniforms = {k: v for k, v in uniforms.items() if k in program}  # drop optimised-out
         fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
         vao = self.ctx.gl.vertex_array(program, [])
@@ -300,10 +303,9 @@ class Pipeline:
         while len(pool) < blocking.targets:
             pool.append(self._new_texture_of_size(blocking.size))
         program = self.ctx.program("unblock.glsl", blocking.defines | {"CUSTOM_MAIN": 1}, name)
-        for j in range(blocking.targets):  # target j always sits on texture unit j
-            program[f"u_block{j}"].value = j
         uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform,
                     "u_bands": blocking.band_uniform}
+        uniforms |= {f"u_block{j}": j for j in range(blocking.targets)}  # target j on unit j
         return Unblock(program, self.ctx.gl.vertex_array(program, []), out,
                        pool[:blocking.targets], uniforms)
 
@@ -425,20 +427,13 @@ class Pipeline:
         return np.round(pack(self.u8.encode(name, x)) * 255).astype(np.uint8)
 
     def _draw(self, p: Pass) -> None:
-        unit = 0
-        for sampler, tensor in p.inputs:
+        for unit, (_, tensor) in enumerate(p.inputs):
             self.textures[tensor].use(unit)
-            p.program[sampler].value = unit
-            unit += 1
-        for sampler, tex in p.weights:
+        for unit, (_, tex) in enumerate(p.weights, len(p.inputs)):
             tex.use(unit)
-            p.program[sampler].value = unit
-            unit += 1
-        for key, value in p.uniforms.items():
-            p.program[key].value = value
-        if self._ranges is not None and "u_ranges" in p.program:
+        if self._ranges is not None and "u_ranges" in p.uniforms:
             self._ranges.use(RANGES_UNIT)
-            p.program["u_ranges"].value = RANGES_UNIT
+        self.ctx.set_uniforms(p.program, p.uniforms)
         p.fbo.use()
         p.vao.render(moderngl.TRIANGLES, vertices=3)
         if p.unblock is not None:
@@ -447,8 +442,7 @@ class Pipeline:
     def _draw_unblock(self, u: Unblock) -> None:
         for unit, tex in enumerate(u.targets):
             tex.use(unit)
-        for key, value in u.uniforms.items():
-            u.program[key].value = value
+        self.ctx.set_uniforms(u.program, u.uniforms)
         u.fbo.use()
         u.vao.render(moderngl.TRIANGLES, vertices=3)
 

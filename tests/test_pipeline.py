@@ -55,6 +55,44 @@ def test_programs_compiled_once_and_shared(ctx):
         assert ctx.compiles - before == new
 
 
+@pytest.mark.parametrize("strategy", ["direct", "blocked"])
+def test_pipelines_sharing_programs_alternate_correctly(ctx, strategy, monkeypatch):
+    """Two pipelines whose layers share programs but differ in shapes, weights and padding,
+    run alternately: uniforms skipped as unchanged must never be another layer's."""
+    def net(size, seed, pad):
+        b = Builder(seed=seed)
+        h = b.input("x", (8, size, size))
+        for i in range(3):
+            h = b.conv(h, 8, 3, padding=pad, activation="Relu", name=f"c{i}")
+        return b.build([h])
+    graphs = [net(9, 1, 1), net(13, 2, 0)]
+    writes = []
+    real = glcnn.Context.set_uniforms
+
+    def counting(self, program, values):
+        before = dict(self._held.get(program, {}))
+        real(self, program, values)
+        writes.append(sum(before.get(k) != v for k, v in values.items()))
+    monkeypatch.setattr(glcnn.Context, "set_uniforms", counting)
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((8, g.inputs["x"][1], g.inputs["x"][2])).astype(np.float32)
+          for g in graphs]
+    refs = [reference.run(g, {"x": x})["c2"] for g, x in zip(graphs, xs)]
+    pipes = [glcnn.Pipeline(g, ctx, strategy=strategy) for g in graphs]
+    try:
+        assert pipes[0].passes[1].program is pipes[1].passes[1].program
+        for _ in range(3):
+            for pipe, x, ref in zip(pipes, xs, refs):
+                np.testing.assert_allclose(pipe.run(x), ref, atol=1e-4)
+        writes.clear()
+        pipes[0].run(xs[0])
+        pipes[0].run(xs[0])  # the same pipeline twice: only what differs between its layers
+        assert sum(writes[len(writes) // 2:]) < sum(len(p.uniforms) for p in pipes[0].passes)
+    finally:
+        for pipe in pipes:
+            pipe.release()
+
+
 def test_batch_axis_round_trip_and_shape_errors(ctx):
     graph, _ = _chain(depth=1)
     with glcnn.Pipeline(graph, ctx) as pipe:
