@@ -41,6 +41,7 @@ from .errors import GlcnnError
 from .graph import Graph
 from .importers import load_graph
 from .importers import npz as native
+from .limits import memory_budget, mib
 
 MAGIC = b"GLCNNPR1"
 ALIGN = 64
@@ -163,6 +164,8 @@ def read_entry(entry: Path) -> Graph:
     end = max((at + 4 * int(np.prod(shape)) for _, _, shape, at in weights), default=0)
     if entry.stat().st_size != start + end:
         raise ValueError(f"{entry.stat().st_size} bytes, expected {start + end}")
+    if end > memory_budget():  # as the importers refuse such a file (GLCNN_MEMORY_BUDGET)
+        raise ValueError(f"{mib(end)} of weights, over the memory budget of {mib(memory_budget())}")
     data = np.memmap(entry, np.uint8, "c", start, (end,)) if end else np.zeros(0, np.uint8)
     graph = native.graph_of(doc, entry)
     nodes = {n.name: n for n in graph.nodes}

@@ -185,3 +185,12 @@ def test_errors_in_the_model_file_are_raised_as_without_a_cache(cache, tmp_path)
     with pytest.raises(glcnn.ModelFileError, match="bad.onnx"):
         prepared.load_optimized(path)
     assert entries(cache) == []
+
+
+def test_the_memory_budget_applies_to_cached_models_too(cache, tmp_path, monkeypatch):
+    path = onnx_model(tmp_path)
+    prepared.load_optimized(path)
+    monkeypatch.setenv("GLCNN_MEMORY_BUDGET", "100")  # bytes: less than the conv's weights
+    with pytest.warns(UserWarning, match="memory budget"), \
+            pytest.raises(glcnn.ModelFileError, match="memory budget"):
+        prepared.load_optimized(path)
