@@ -194,3 +194,15 @@ def test_the_memory_budget_applies_to_cached_models_too(cache, tmp_path, monkeyp
     with pytest.warns(UserWarning, match="memory budget"), \
             pytest.raises(glcnn.ModelFileError, match="memory budget"):
         prepared.load_optimized(path)
+
+
+def test_concurrent_first_loads_leave_one_whole_entry(cache, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+    path = onnx_model(tmp_path)
+    with ThreadPoolExecutor(4) as pool:
+        graphs = list(pool.map(lambda _: prepared.load_optimized(path), range(8)))
+    fresh = optimize(glcnn.load_graph(path))
+    for graph in graphs:
+        assert_same_graph(fresh, graph)
+    assert len(entries(cache)) == 1 and not list(cache.glob("*.partial"))
+    assert_same_graph(fresh, prepared.read_entry(entries(cache)[0]))
