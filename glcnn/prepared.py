@@ -27,6 +27,7 @@ padding to a multiple of 64 bytes, then every weight as float32, each starting o
 of 64 bytes.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -72,15 +73,20 @@ def load_optimized(path, cache: bool | None = None) -> Graph:
     if not cache or path.suffix.lower() not in CACHED_SUFFIXES or not path.is_file() \
             or time.time() - path.stat().st_mtime < RACY_SECONDS:
         return optimize(load_graph(path))
-    entry = cache_dir() / f"{entry_key(path)}.glcnn"
+    try:
+        entry = cache_dir() / f"{entry_key(path)}.glcnn"
+    except OSError:  # an unreadable model file: the importer says so properly
+        return optimize(load_graph(path))
     if entry.is_file():
         try:
             graph = read_entry(entry)
-            os.utime(entry)  # most recently used
-            return graph
         except (OSError, ValueError, GlcnnError) as exc:
             warnings.warn(f"glcnn: prepared-model cache entry {entry} is unreadable "
                           f"({exc}); importing {path} again", stacklevel=2)
+        else:
+            with contextlib.suppress(OSError):  # a read-only cache is still a cache
+                os.utime(entry)  # most recently used
+            return graph
     graph = optimize(load_graph(path))
     try:
         write_entry(graph, entry)
@@ -184,11 +190,15 @@ def _evict(folder: Path, keep: Path) -> None:
     """Remove the least recently used entries (but `keep`) while the folder holds more than
     GLCNN_CACHE_MAX_MB."""
     limit = float(os.environ.get("GLCNN_CACHE_MAX_MB", DEFAULT_MAX_MB)) * (1 << 20)
-    entries = sorted(folder.glob("*.glcnn"), key=lambda p: p.stat().st_mtime)
-    total = sum(p.stat().st_size for p in entries)
-    for old in entries:
+    entries = []
+    for p in folder.glob("*.glcnn"):
+        with contextlib.suppress(FileNotFoundError):  # another process evicted it
+            stat = p.stat()
+            entries.append((stat.st_mtime, stat.st_size, p))
+    total = sum(size for _, size, _ in entries)
+    for _, size, old in sorted(entries):
         if total <= limit:
             break
         if old != keep:
-            total -= old.stat().st_size
+            total -= size
             old.unlink(missing_ok=True)

@@ -206,3 +206,31 @@ def test_concurrent_first_loads_leave_one_whole_entry(cache, tmp_path):
         assert_same_graph(fresh, graph)
     assert len(entries(cache)) == 1 and not list(cache.glob("*.partial"))
     assert_same_graph(fresh, prepared.read_entry(entries(cache)[0]))
+
+
+def test_a_read_only_cache_is_still_used(cache, tmp_path, monkeypatch):
+    path = onnx_model(tmp_path)
+    prepared.load_optimized(path)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only file system")
+    monkeypatch.setattr(prepared.os, "utime", refuse)
+    monkeypatch.setattr(prepared, "load_graph", lambda p: pytest.fail("imported again"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert isinstance(prepared.load_optimized(path).nodes[0].weights["W"], np.memmap)
+
+
+def test_an_unreadable_model_file_is_reported_by_the_importer(cache, tmp_path, monkeypatch):
+    path = onnx_model(tmp_path)
+    real_open = open
+
+    def no_read(file, *args, **kwargs):
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+    monkeypatch.setattr("builtins.open", no_read)
+    monkeypatch.setattr(prepared, "load_graph",
+                        lambda p: (_ for _ in ()).throw(glcnn.ModelFileError(f"{p}: unreadable")))
+    with pytest.raises(glcnn.ModelFileError, match="model.onnx: unreadable"):
+        prepared.load_optimized(path)
