@@ -222,11 +222,16 @@ def pack_channels(*rows: np.ndarray) -> np.ndarray:
     Row r, texel s holds rows[r][4s : 4s+4]; used for bias, scale, shift and slopes.
     """
     c = len(rows[0])
-    s = (c + 3) // 4
-    out = np.zeros((len(rows), s * 4), np.float32)
+    shape = channels_shape(c, len(rows))
+    out = np.zeros((len(rows), shape[1] * 4), np.float32)
     for r, values in enumerate(rows):
         out[r, :c] = values
-    return out.reshape(len(rows), s, 4)
+    return out.reshape(shape)
+
+
+def channels_shape(c: int, rows: int = 1) -> tuple[int, int, int]:
+    """The (rows, S, 4) `pack_channels` gives for `rows` vectors of C values."""
+    return rows, (c + 3) // 4, 4
 
 
 def pack_matrix(w: np.ndarray) -> np.ndarray:
@@ -255,7 +260,13 @@ def pack_matrix(w: np.ndarray) -> np.ndarray:
     padded[:n, :k] = w
     # (S, 4, R, row) -> (S, R, row, 4)
     tiles = padded.reshape(s, 4, rows, row).transpose(0, 2, 3, 1)
-    return np.ascontiguousarray(tiles.reshape(s * rows, row, 4))
+    return np.ascontiguousarray(tiles.reshape(matrix_shape(n, k)))
+
+
+def matrix_shape(n: int, k: int) -> tuple[int, int, int]:
+    """The (height, width, 4) `pack_matrix` gives for an (N, K) matrix, without laying it out."""
+    rows, row = matrix_grid(n, k)
+    return _ceil_div(n, 4) * rows, row, 4
 
 
 def matrix_grid(n: int, k: int) -> tuple[int, int]:

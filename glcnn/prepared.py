@@ -28,6 +28,7 @@ of 64 bytes.
 """
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -67,17 +68,8 @@ def load_optimized(path, cache: bool | None = None) -> Graph:
     """
     from .passes import optimize
     path = Path(path)
-    if cache is None:
-        cache = os.environ.get("GLCNN_CACHE", "1").strip().lower() not in ("0", "off", "no",
-                                                                         "false")
-    if not cache or path.suffix.lower() not in CACHED_SUFFIXES or not path.is_file() \
-            or time.time() - path.stat().st_mtime < RACY_SECONDS:
-        return optimize(load_graph(path))
-    try:
-        entry = cache_dir() / f"{entry_key(path)}.glcnn"
-    except OSError:  # an unreadable model file: the importer says so properly
-        return optimize(load_graph(path))
-    if entry.is_file():
+    entry = _entry_for(path, cache)
+    if entry is not None and entry.is_file():
         try:
             graph = read_entry(entry)
         except (OSError, ValueError, GlcnnError) as exc:
@@ -88,6 +80,8 @@ def load_optimized(path, cache: bool | None = None) -> Graph:
                 os.utime(entry)  # most recently used
             return graph
     graph = optimize(load_graph(path))
+    if entry is None:
+        return graph
     try:
         write_entry(graph, entry)
         _evict(entry.parent, keep=entry)
@@ -97,6 +91,22 @@ def load_optimized(path, cache: bool | None = None) -> Graph:
                       stacklevel=2)
     return graph
 
+
+def _entry_for(path: Path, cache: bool | None) -> Path | None:
+    """Where `path`'s entry is or goes; None when the file is not cached: the cache is off,
+    another format, a file modified within RACY_SECONDS, or one that cannot be read (its
+    importer then says so properly)."""
+    if cache is None:
+        cache = os.environ.get("GLCNN_CACHE", "1").strip().lower() not in ("0", "off", "no",
+                                                                         "false")
+    if not cache or path.suffix.lower() not in CACHED_SUFFIXES:
+        return None
+    try:
+        if not path.is_file() or time.time() - path.stat().st_mtime < RACY_SECONDS:
+            return None
+        return cache_dir() / f"{entry_key(path)}.glcnn"
+    except OSError:
+        return None
 
 def cache_dir() -> Path:
     """The cache folder (see the module docstring); not created here."""
@@ -109,10 +119,8 @@ def cache_dir() -> Path:
 def entry_key(path: Path) -> str:
     """Hex digest naming the entry of model file `path` (see the module docstring)."""
     stat = path.stat()
-    code = sorted((str(p.relative_to(_PACKAGE)), p.stat().st_size, p.stat().st_mtime_ns)
-                  for p in _PACKAGE.rglob("*.py"))
     ident = [MAGIC.decode(), str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns,
-             code]
+             _code_stamp()]
     digest = hashlib.sha256(json.dumps(ident).encode())
     with open(path, "rb") as f:
         for at in np.linspace(0, max(stat.st_size - SAMPLE_BYTES, 0), SAMPLES, dtype=np.int64):
@@ -121,19 +129,24 @@ def entry_key(path: Path) -> str:
     return digest.hexdigest()[:32]
 
 
+@functools.cache
+def _code_stamp() -> list:
+    """Size and time of every glcnn module, read once per process."""
+    return sorted((str(p.relative_to(_PACKAGE)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in _PACKAGE.rglob("*.py"))
+
+
 def write_entry(graph: Graph, entry: Path) -> None:
     """Write `graph` as a cache entry at `entry` (atomically: a reader sees the whole entry
     or none)."""
-    doc = native.document(graph)
-    weights, offset = [], 0
+    arrays, table, offset = [], [], 0
     for node in graph.nodes:
         for name, value in node.weights.items():
-            value = np.ascontiguousarray(value, np.float32)
-            weights.append((node.name, name, value))
+            arrays.append(np.ascontiguousarray(value, np.float32))
             offset = _aligned(offset)
-            doc.setdefault("weights", []).append([node.name, name, list(value.shape), offset])
-            offset += value.nbytes
-    header = json.dumps(doc).encode()
+            table.append([node.name, name, list(arrays[-1].shape), offset])
+            offset += arrays[-1].nbytes
+    header = json.dumps(native.document(graph) | {"weights": table}).encode()
     start = _aligned(len(MAGIC) + 8 + len(header))
     entry.parent.mkdir(parents=True, exist_ok=True)
     handle, partial = tempfile.mkstemp(".partial", entry.name, entry.parent)
@@ -141,7 +154,7 @@ def write_entry(graph: Graph, entry: Path) -> None:
     try:
         with os.fdopen(handle, "wb") as f:
             f.write(MAGIC + len(header).to_bytes(8, "little") + header)
-            for (_, _, value), (*_, at) in zip(weights, doc.get("weights", [])):
+            for value, (*_, at) in zip(arrays, table):
                 f.seek(start + at)
                 f.write(memoryview(value).cast("B"))
             f.truncate(start + offset)
@@ -166,16 +179,21 @@ def read_entry(entry: Path) -> Graph:
             raise ValueError(f"description of {size} bytes")
         doc = json.loads(f.read(size).decode())
     start = _aligned(len(MAGIC) + 8 + size)
-    weights = doc.pop("weights", [])
-    end = max((at + 4 * int(np.prod(shape)) for _, _, shape, at in weights), default=0)
-    if entry.stat().st_size != start + end:
-        raise ValueError(f"{entry.stat().st_size} bytes, expected {start + end}")
+    weights = doc.pop("weights", []) if isinstance(doc, dict) else []
+    try:
+        end = max((at + 4 * int(np.prod(shape)) for _, _, shape, at in weights), default=0)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"malformed weight table ({exc})") from None
+    if (found := entry.stat().st_size) != start + end:
+        raise ValueError(f"{found} bytes, expected {start + end}")
     if end > memory_budget():  # as the importers refuse such a file (GLCNN_MEMORY_BUDGET)
         raise ValueError(f"{mib(end)} of weights, over the memory budget of {mib(memory_budget())}")
     data = np.memmap(entry, np.uint8, "c", start, (end,)) if end else np.zeros(0, np.uint8)
     graph = native.graph_of(doc, entry)
     nodes = {n.name: n for n in graph.nodes}
     for layer, name, shape, at in weights:
+        if layer not in nodes:
+            raise ValueError(f"weight {name!r} of no layer {layer!r}")
         count = int(np.prod(shape))
         nodes[layer].weights[name] = data[at:at + 4 * count].view(np.float32).reshape(shape)
     graph.validate()

@@ -234,3 +234,21 @@ def test_an_unreadable_model_file_is_reported_by_the_importer(cache, tmp_path, m
                         lambda p: (_ for _ in ()).throw(glcnn.ModelFileError(f"{p}: unreadable")))
     with pytest.raises(glcnn.ModelFileError, match="model.onnx: unreadable"):
         prepared.load_optimized(path)
+
+
+@pytest.mark.parametrize(("table", "why"), [([["nowhere", "W", [1], 0]], "of no layer"),
+                                           ([["y", "W"]], "malformed weight table"),
+                                           ("not a table", "malformed weight table")])
+def test_an_entry_with_a_malformed_weight_table_is_refused(cache, tmp_path, table, why):
+    path = onnx_model(tmp_path)
+    prepared.load_optimized(path)
+    (entry,) = entries(cache)
+    doc = glcnn.importers.npz.document(optimize(glcnn.load_graph(path))) | {"weights": table}
+    header = json.dumps(doc).encode()
+    head = prepared.MAGIC + len(header).to_bytes(8, "little") + header
+    data = bytes(prepared._aligned(len(head)) - len(head) + 4)  # the size the table declares
+    entry.write_bytes(head + data)
+    with pytest.raises(ValueError, match=why):
+        prepared.read_entry(entry)
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert_same_graph(optimize(glcnn.load_graph(path)), prepared.load_optimized(path))

@@ -26,7 +26,7 @@ context (`block_step` says whether a layer has one; README "Speed").
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from ..layout import filters_shape, pack_channels, pack_filters
+from ..layout import channels_shape, filters_shape, pack_channels, pack_filters
 from .base import ACTIVATION_DEFAULTS, Op, conv_output_size, register
 
 # Activations a conv applies to its input as it fetches it (glcnn.passes.fuse_input_activations;
@@ -118,7 +118,7 @@ class _ConvBase(Op):
     def texture_shapes(self):
         co, (kh, kw) = self.channels()[1], self.W.shape[2:]
         return {"u_weights": filters_shape(co, kh, kw, self._columns()),
-                "u_params": (1, (co + 3) // 4, 4)}
+                "u_params": channels_shape(co)}
 
     def uniforms(self):
         out = {"u_stride": self.strides[::-1], "u_dilation": self.dilations[::-1],

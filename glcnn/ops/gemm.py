@@ -24,7 +24,7 @@ TextureSizeError naming the layer when the Pipeline is built.
 import numpy as np
 
 from ..errors import UnsupportedOpError, WeightError
-from ..layout import matrix_grid, pack_channels, pack_matrix
+from ..layout import channels_shape, matrix_grid, matrix_shape, pack_channels, pack_matrix
 from .base import Op, register
 
 
@@ -66,6 +66,10 @@ class Gemm(Op):
     def textures(self):
         return {"u_weights": pack_matrix(self.matrix),
                 "u_params": pack_channels(self.bias.astype(np.float32))}
+
+    def texture_shapes(self):
+        return {"u_weights": matrix_shape(*self.matrix.shape),
+                "u_params": channels_shape(self.matrix.shape[0])}
 
     def uniforms(self):
         rows, row = matrix_grid(*self.matrix.shape)
