@@ -66,7 +66,7 @@ class Unblock:
     program: moderngl.Program
     vao: moderngl.VertexArray
     fbo: moderngl.Framebuffer  # the output texture
-    targets: list[moderngl.Texture]  # the blocked pass's render targets (shared scratch)
+    targets: moderngl.TextureArray  # the blocked pass's render targets, one per layer (shared)
     uniforms: dict
 
 
@@ -127,7 +127,7 @@ class Pipeline:
         plan = self._plan(set(self.shapes) if keep == "all" else set(keep))
         self._check_sizes(plan, memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
-        self._scratch: dict[tuple[int, int], list[moderngl.Texture]] = defaultdict(list)
+        self._scratch: dict[tuple[int, int], moderngl.TextureArray] = {}
         self._pbos: dict[str, moderngl.Buffer] = {}
         self.released, self.timings, self._runs = False, {}, 0
         try:
@@ -174,7 +174,8 @@ class Pipeline:
         return out
 
     def _scratch_sizes(self) -> dict[tuple[int, int], int]:
-        """Render-target size -> how many of that size the blocked passes need at once."""
+        """Render-target size -> how many of that size (layers of one texture array) the
+        blocked passes need at once."""
         need = defaultdict(int)
         for b in self.blocking.values():
             need[b.size] = max(need[b.size], b.targets)
@@ -230,10 +231,7 @@ class Pipeline:
         return c, h, w, cols | (self.u8.ids[name] << 16 if self.u8 else 0)
 
     def _new_texture(self, shape) -> moderngl.Texture:
-        return self._new_texture_of_size(Atlas.of(shape).size)
-
-    def _new_texture_of_size(self, size: tuple[int, int]) -> moderngl.Texture:
-        tex = self.ctx.gl.texture(size, 4, dtype=PRECISIONS[self.precision])
+        tex = self.ctx.gl.texture(Atlas.of(shape).size, 4, dtype=PRECISIONS[self.precision])
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
         tex.repeat_x = tex.repeat_y = False
         return tex
@@ -296,21 +294,25 @@ class Pipeline:
         if blocking is None:
             return Pass(op, program, vao, fbo, inputs, weights, uniforms)
         unblock = self._make_unblock(name, blocking, fbo)
-        mrt = self.ctx.gl.framebuffer(color_attachments=unblock.targets)
+        mrt = self.ctx.layer_framebuffer(unblock.targets, blocking.targets)
         return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock)
 
     def _make_unblock(self, name: str, blocking: Blocking, out: moderngl.Framebuffer):
-        """The copy from `blocking`'s render targets (shared by every blocked pass of that
-        size: each is read right after it is written) into the atlas behind `out`."""
-        pool = self._scratch[blocking.size]
-        while len(pool) < blocking.targets:
-            pool.append(self._new_texture_of_size(blocking.size))
+        """The copy from `blocking`'s render targets (the layers of a texture array shared by
+        every blocked pass of that size: each is read right after it is written) into the atlas
+        behind `out`."""
+        if blocking.size not in self._scratch:
+            layers = self._scratch_sizes()[blocking.size]
+            array = self.ctx.gl.texture_array((*blocking.size, layers), 4,
+                                              dtype=PRECISIONS[self.precision])
+            array.filter = (moderngl.NEAREST, moderngl.NEAREST)
+            array.repeat_x = array.repeat_y = False
+            self._scratch[blocking.size] = array
         program = self.ctx.program("unblock.glsl", blocking.defines | {"CUSTOM_MAIN": 1}, name)
         uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform,
-                    "u_bands": blocking.band_uniform}
-        uniforms |= {f"u_block{j}": j for j in range(blocking.targets)}  # target j on unit j
+                    "u_bands": blocking.band_uniform, "u_blocks": 0}
         return Unblock(program, self.ctx.gl.vertex_array(program, []), out,
-                       pool[:blocking.targets], uniforms)
+                       self._scratch[blocking.size], uniforms)
 
     # --- run ---------------------------------------------------------------------------
     @_gl_errors
@@ -443,8 +445,7 @@ class Pipeline:
             self._draw_unblock(p.unblock)
 
     def _draw_unblock(self, u: Unblock) -> None:
-        for unit, tex in enumerate(u.targets):
-            tex.use(unit)
+        u.targets.use(0)
         self.ctx.set_uniforms(u.program, u.uniforms)
         u.fbo.use()
         u.vao.render(moderngl.TRIANGLES, vertices=3)
@@ -517,8 +518,8 @@ class Pipeline:
             if p.unblock is not None:
                 p.unblock.vao.release()
                 p.unblock.fbo.release()
-        for tex in (t for pool in self._scratch.values() for t in pool):
-            tex.release()
+        for array in self._scratch.values():
+            array.release()
         self._scratch.clear()
         for pbo in self._pbos.values():
             pbo.release()
@@ -540,8 +541,9 @@ class Pipeline:
         """Bytes of all activation and weight textures this pipeline holds."""
         unique = {id(t): t for t in self.textures.values()}
         unique.update({id(t): t for p in self.passes for _, t in p.weights})
-        unique.update({id(t): t for pool in self._scratch.values() for t in pool})
-        return sum(t.width * t.height * 4 * _DTYPE_BYTES[t.dtype] for t in unique.values())
+        unique.update({id(t): t for t in self._scratch.values()})
+        return sum(t.width * t.height * getattr(t, "layers", 1) * 4 * _DTYPE_BYTES[t.dtype]
+                   for t in unique.values())
 
     def summary(self) -> str:
         """Per-layer table (see glcnn.summary) plus the memory actually allocated."""

@@ -6,11 +6,11 @@ thread); texture sizes come from glGetTexLevelParameteriv on each live texture.
 
 import ctypes
 
-GL_TEXTURE_2D = 0x0DE1
-GL_TEXTURE_WIDTH, GL_TEXTURE_HEIGHT = 0x1000, 0x1001
+GL_TEXTURE_2D, GL_TEXTURE_2D_ARRAY = 0x0DE1, 0x8C1A
+GL_TEXTURE_WIDTH, GL_TEXTURE_HEIGHT, GL_TEXTURE_DEPTH = 0x1000, 0x1001, 0x8071
 GL_TEXTURE_INTERNAL_FORMAT = 0x1003
 BYTES_PER_TEXEL = {0x8814: 16, 0x881A: 8, 0x8058: 4}  # RGBA32F, RGBA16F, RGBA8
-_KINDS = ("Texture", "Framebuffer", "Program", "VertexArray", "Buffer")
+_KINDS = ("Texture", "Framebuffer", "Program", "VertexArray", "Buffer", "Renderbuffer")
 
 _gl = ctypes.CDLL("libOpenGL.so.0")
 for _kind in _KINDS:
@@ -37,21 +37,31 @@ def census(max_name: int | None = None) -> dict:
 
 
 def _texture_bytes(name: int) -> int:
+    """Bytes of texture `name`: a 2D texture, or else (binding it as 2D fails) a 2D array."""
+    while _gl.glGetError():
+        pass
+    target, layers = GL_TEXTURE_2D, 1
     _gl.glBindTexture(GL_TEXTURE_2D, name)
+    if _gl.glGetError():  # GL_INVALID_OPERATION: the name was made for another target
+        target = GL_TEXTURE_2D_ARRAY
+        _gl.glBindTexture(target, name)
     value = ctypes.c_int()
     dims = []
-    for pname in (GL_TEXTURE_WIDTH, GL_TEXTURE_HEIGHT, GL_TEXTURE_INTERNAL_FORMAT):
-        _gl.glGetTexLevelParameteriv(GL_TEXTURE_2D, 0, pname, ctypes.byref(value))
+    for pname in (GL_TEXTURE_WIDTH, GL_TEXTURE_HEIGHT, GL_TEXTURE_INTERNAL_FORMAT,
+                  GL_TEXTURE_DEPTH):
+        _gl.glGetTexLevelParameteriv(target, 0, pname, ctypes.byref(value))
         dims.append(value.value)
-    _gl.glBindTexture(GL_TEXTURE_2D, 0)
-    width, height, fmt = dims
-    return width * height * BYTES_PER_TEXEL.get(fmt, 16)
+    _gl.glBindTexture(target, 0)
+    width, height, fmt, depth = dims
+    if target == GL_TEXTURE_2D_ARRAY:
+        layers = depth
+    return width * height * layers * BYTES_PER_TEXEL.get(fmt, 16)
 
 
 def _newest_name() -> int:
     """The largest name a new texture, framebuffer, buffer or vertex array would get now."""
     newest = 4096
-    for kind in ("Textures", "Framebuffers", "Buffers", "VertexArrays"):
+    for kind in ("Textures", "Framebuffers", "Buffers", "VertexArrays", "Renderbuffers"):
         name = ctypes.c_uint()
         getattr(_gl, f"glGen{kind}")(1, ctypes.byref(name))
         getattr(_gl, f"glDelete{kind}")(1, ctypes.byref(name))

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from gl_census import census
 
 import glcnn
 from glcnn import reference
@@ -139,6 +140,47 @@ def test_wrapping_an_existing_moderngl_context(ctx):
     wrapped = glcnn.Context(ctx.gl)
     assert wrapped.gl is ctx.gl and wrapped.max_texture_size >= 4096
     assert "llvmpipe" in wrapped.renderer or wrapped.renderer
+
+
+LAYER_WRITER = """#version 330 core
+layout(location = 0) out vec4 target[{n}];
+void main() {{
+    for (int j = 0; j < {n}; ++j) target[j] = vec4(j, gl_FragCoord.xy, 0.25 * float(j));
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f2", "f1"])
+@pytest.mark.parametrize("layers", [1, 3, 8])
+def test_layer_framebuffer_writes_render_target_j_into_layer_j(ctx, dtype, layers):
+    """Blocked passes write their render targets into the layers of one texture array
+    (Context.layer_framebuffer); every layer must receive its own target, at every storage
+    precision, and the stand-in attachments must not be left behind."""
+    gl = ctx.gl
+    vertex = "#version 330 core\n" + resource_path("shaders", "fullscreen.vert").read_text()
+    program = gl.program(vertex_shader=vertex, fragment_shader=LAYER_WRITER.format(n=layers))
+    vao = gl.vertex_array(program, [])
+    # Programs are left out: a deleted one lives on while it is current (an earlier test's).
+    before = {k: v for k, v in census().items() if k != "Program"}
+    array = gl.texture_array((5, 3, 8), 4, dtype=dtype)
+    fbo = ctx.layer_framebuffer(array, layers)
+    fbo.use()
+    vao.render(vertices=3)
+    stored = np.frombuffer(array.read(), {"f4": np.float32, "f2": np.float16,
+                                          "f1": np.uint8}[dtype]).reshape(8, 3, 5, 4)
+    y, x = np.mgrid[0:3, 0:5] + 0.5
+    for j in range(layers):
+        want = np.stack([np.full_like(x, j), x, y, np.full_like(x, 0.25 * j)], -1)
+        if dtype == "f1":  # unsigned normalised: values clamp to [0, 1]
+            want = np.round(np.clip(want, 0, 1) * 255)
+        np.testing.assert_array_equal(stored[j].astype(np.float64), want, err_msg=f"layer {j}")
+    assert not stored[layers:].any(), "layers past the attached ones were written"
+    ctx.park()
+    fbo.release()
+    array.release()
+    assert {k: v for k, v in census().items() if k != "Program"} == before
+    vao.release()
+    program.release()
 
 
 def test_other_thread_is_refused(ctx):
