@@ -38,6 +38,13 @@ BLOCK_SHAPE = (2, 4)  # (rows, cols) of output pixels per fragment in "blocked" 
 # 128² 1.26× faster, 3×3 and 1×1 stride-1 convs 1.05-1.1×; 2×4 stays better below 32).
 WIDE_BLOCK_SHAPE, WIDE_FROM = (1, 8), 32
 MAX_BLOCK = 8  # render targets per pass that every GL 3.3 offers (GL_MAX_DRAW_BUFFERS ≥ 8)
+# When a tensor is left in its producer's blocked layout for the next convs to read in place
+# (Pipeline._blocked_tensors): skipping the unblock pass saves a pass (a fixed cost) and a copy
+# of the tensor, but each read of the array costs a little more than an atlas read (layer
+# arithmetic), so it pays on small tensors (up to IN_PLACE_MAX_TEXELS RGBA texels) and on
+# tensors whose readers do little work per texel (at most IN_PLACE_MAX_MACS multiply-adds).
+IN_PLACE_MAX_TEXELS = 4096
+IN_PLACE_MAX_MACS = 1024
 _DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}
 RANGES_UNIT = 15  # texture unit of the u8 ranges texture (ops use fewer units)
 _WEIGHT_TEXEL_BYTES = 16  # weight textures are RGBA32F
@@ -124,7 +131,9 @@ class Pipeline:
         self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes) \
             if precision == "u8" else None
         self.blocking = self._blocking()
-        plan = self._plan(set(self.shapes) if keep == "all" else set(keep))
+        keep = set(self.shapes) if keep == "all" else set(keep)
+        self.blocked_tensors = self._blocked_tensors(keep)
+        plan = self._plan(keep)
         self._check_sizes(plan, memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
         self._scratch: dict[tuple[int, int], moderngl.TextureArray] = {}
@@ -173,12 +182,46 @@ class Pipeline:
                                              self.ctx.max_texture_size, self.ctx.spread_width)
         return out
 
+    def _blocked_tensors(self, keep: set) -> dict[str, Blocking]:
+        """Tensors left in the blocked layout of the conv that made them (name -> its
+        Blocking): the next convs read its render-target array in place, so its unblock pass
+        is skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*),
+        its producer writes one band per tile and every reader is a blocked DENSE conv taking
+        it as its main input (conv.glsl BLOCKED_INPUT);
+        never a graph output, a kept tensor, or under GLCNN_DEBUG >= 4 (which reads every
+        layer). Values are stored exactly as the unblock pass would copy them. GL-free."""
+        if _debug() >= 4:
+            return {}
+        out = {}
+        for name, blocking in self.blocking.items():
+            readers = [op for op in self.ops if name in op.node.inputs]
+            texels = math.prod(Atlas.of(self.shapes[name]).size)
+            macs = sum(op.flops() for op in readers) / 2 / texels
+            if (blocking.bands == 1 and readers and name not in keep
+                    and (texels <= IN_PLACE_MAX_TEXELS or macs <= IN_PLACE_MAX_MACS)
+                    and name not in self.graph.outputs
+                    and all(op.node.name in self.blocking and op.node.inputs.index(name) == 0
+                            and op.node.inputs.count(name) == 1
+                            and getattr(op, "variant", lambda: None)() == "DENSE"
+                            for op in readers)):
+                out[name] = blocking
+        return out
+
+    def _storage(self, name: str) -> tuple:
+        """What tensor `name` is stored in, (kind, size, layers): ("atlas", size, 1) or
+        ("blocked", render-target size, render targets) for a texture array."""
+        blocking = self.blocked_tensors.get(name)
+        if blocking is None:
+            return ("atlas", Atlas.of(self.shapes[name]).size, 1)
+        return ("blocked", blocking.size, blocking.targets)
+
     def _scratch_sizes(self) -> dict[tuple[int, int], int]:
         """Render-target size -> how many of that size (layers of one texture array) the
         blocked passes need at once."""
         need = defaultdict(int)
-        for b in self.blocking.values():
-            need[b.size] = max(need[b.size], b.targets)
+        for name, b in self.blocking.items():
+            if name not in self.blocked_tensors:  # those render into their own array
+                need[b.size] = max(need[b.size], b.targets)
         return need
 
     def _check_sizes(self, plan: dict[str, str], budget: int):
@@ -204,7 +247,7 @@ class Pipeline:
                                            f"this GL allows {limit}×{limit}")
                 weight_bytes += height * width * _WEIGHT_TEXEL_BYTES
         texel = 4 * _DTYPE_BYTES[PRECISIONS[self.precision]]
-        tensor_bytes = sum(texel * math.prod(Atlas.of(self.shapes[name]).size)
+        tensor_bytes = sum(texel * math.prod(self._storage(name)[1]) * self._storage(name)[2]
                            for name in set(plan.values()))
         tensor_bytes += sum(texel * math.prod(size) * n
                             for size, n in self._scratch_sizes().items())
@@ -230,8 +273,14 @@ class Pipeline:
         c, h, w, cols = Atlas.of(self.shapes[name]).shape_uniform
         return c, h, w, cols | (self.u8.ids[name] << 16 if self.u8 else 0)
 
-    def _new_texture(self, shape) -> moderngl.Texture:
-        tex = self.ctx.gl.texture(Atlas.of(shape).size, 4, dtype=PRECISIONS[self.precision])
+    def _new_texture(self, name: str) -> moderngl.Texture | moderngl.TextureArray:
+        """Storage for tensor `name`: its atlas, or a texture array (`_blocked_tensors`)."""
+        kind, size, layers = self._storage(name)
+        dtype = PRECISIONS[self.precision]
+        if kind == "blocked":
+            tex = self.ctx.gl.texture_array((*size, layers), 4, dtype=dtype)
+        else:
+            tex = self.ctx.gl.texture(size, 4, dtype=dtype)
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
         tex.repeat_x = tex.repeat_y = False
         return tex
@@ -239,18 +288,18 @@ class Pipeline:
     def _plan(self, keep) -> dict[str, str]:
         """Tensor name -> the tensor whose texture it will use (itself for a new one):
         a texture whose tensor's last reader has run is recycled for a later one of the
-        same size, unless either is kept, a graph input or a graph output. GL-free."""
+        same size and kind (`_storage`), unless either is kept, a graph input or a graph
+        output. GL-free."""
         pinned = keep | set(self.graph.inputs) | set(self.graph.outputs)
         last_use = {t: i for i, node in enumerate(self.graph.nodes) for t in node.inputs}
         plan = {name: name for name in self.graph.inputs}
         free = defaultdict(list)
         for i, node in enumerate(self.graph.nodes):
-            size = Atlas.of(self.shapes[node.name]).size
-            reusable = free[size] if node.name not in pinned else []
+            reusable = free[self._storage(node.name)] if node.name not in pinned else []
             plan[node.name] = reusable.pop() if reusable else node.name
             for t in set(node.inputs):
                 if last_use[t] == i and t not in pinned:
-                    free[Atlas.of(self.shapes[t]).size].append(plan[t])
+                    free[self._storage(t)].append(plan[t])
         return plan
 
     def _allocate(self, plan: dict[str, str]):
@@ -259,7 +308,7 @@ class Pipeline:
         owner = {}
         for name, first in plan.items():
             if first == name:
-                self.textures[name] = self._new_texture(self.shapes[name])
+                self.textures[name] = self._new_texture(name)
             self.textures[name] = self.textures[first]
             owner[id(self.textures[name])] = name
         self.ctx.check_error(f"allocating {len(set(plan.values()))} activation textures")
@@ -270,6 +319,10 @@ class Pipeline:
         storage = {"STORAGE_U8": 1} if self.u8 else {}
         blocking = self.blocking.get(name)
         blocked = blocking.defines | {"BLOCKED_OUTPUT": 1} if blocking else {}
+        source = self.blocked_tensors.get(op.node.inputs[0]) if op.node.inputs else None
+        if source is not None:  # read the producer's render-target array in place
+            blocked |= {"BLOCKED_INPUT": 1, "IN_BLOCK_X": source.block_x,
+                        "IN_BLOCK_Y": source.block_y, "IN_BLOCK_STEP": source.step}
         program = self.ctx.program(op.shader, op.all_defines() | storage | blocked, name)
         weights = []
         for sampler, data in weight_data.items():
@@ -285,12 +338,17 @@ class Pipeline:
             uniforms[sampler + "_shape"] = self.shape_uniform(tensor)
         if blocking:
             uniforms["u_block"], uniforms["u_bands"] = blocking.uniform, blocking.band_uniform
+        if source is not None:
+            uniforms["u_in_block"] = source.uniform
         # Texture units: the inputs', then the weights' (as _draw binds them), u8's ranges.
         samplers = [s for s, _ in inputs] + list(weight_data)
         uniforms |= {s: unit for unit, s in enumerate(samplers)} | {"u_ranges": RANGES_UNIT}
         uniforms = {k: v for k, v in uniforms.items() if k in program}  # drop optimised-out
-        fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
         vao = self.ctx.gl.vertex_array(program, [])
+        if name in self.blocked_tensors:  # no unblock: the targets are the tensor's layers
+            mrt = self.ctx.layer_framebuffer(self.textures[name], blocking.targets)
+            return Pass(op, program, vao, mrt, inputs, weights, uniforms)
+        fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
         if blocking is None:
             return Pass(op, program, vao, fbo, inputs, weights, uniforms)
         unblock = self._make_unblock(name, blocking, fbo)
@@ -466,13 +524,17 @@ class Pipeline:
         """The GPU texture holding tensor `name` (layout: glcnn.layout), no readback.
 
         Raises:
-            GlcnnError: unknown name, or its texture was recycled for a later tensor
-                (compile with keep=[name] or keep="all").
+            GlcnnError: unknown name, its texture was recycled for a later tensor, or it
+                stays in a blocked conv's layout (compile with keep=[name] or keep="all").
         """
         if self.released:
             raise GlcnnError(f"texture({name!r}) of a released Pipeline")
         if name not in self.textures:
             raise GlcnnError(f"no tensor named {name!r}; tensors: {', '.join(self.shapes)}")
+        if name in self.blocked_tensors:
+            raise GlcnnError(f"tensor {name!r} stays in the blocked layout its conv wrote "
+                             "(the next convs read it in place); create the Pipeline with "
+                             f"keep=[{name!r}] or keep='all' to get it as a texture")
         if self._owner.get(id(self.textures[name]), name) != name:
             raise GlcnnError(f"tensor {name!r} shares its texture with later layers; "
                              f"create the Pipeline with keep=[{name!r}] or keep='all'")
@@ -549,7 +611,8 @@ class Pipeline:
         """Per-layer table (see glcnn.summary) plus the memory actually allocated."""
         footer = (f"allocated {self.texture_bytes() / 2**20:.2f} MiB of textures with reuse "
                   f"on {self.ctx.renderer}; strategy {self.strategy}"
-                  f" ({len(self.blocking)} of {len(self.ops)} layers blocked)")
+                  f" ({len(self.blocking)} of {len(self.ops)} layers blocked, "
+                  f"{len(self.blocked_tensors)} read in place without an unblock pass)")
         return table(self.ops, self.shapes, self.precision, footer)
 
     def __repr__(self):

@@ -14,11 +14,15 @@
 //          STRIDE_X, DILATION_X (the x stride and dilation, constants for the blocked loops);
 //          BLOCKED_OUTPUT (spatial blocking, common.glsl: compute_block() instead of compute());
 //          IN_ACT_RELU or IN_ACT_LEAKYRELU (DENSE or DEPTHWISE: the activation is applied to
-//          every input texel as it is fetched; both map 0 to 0, so masked taps stay zero).
+//          every input texel as it is fetched; both map 0 to 0, so masked taps stay zero);
+//          BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (DENSE and BLOCKED_OUTPUT
+//          only): the input is the render-target array of the blocked conv that made it, read
+//          in place (its unblock pass is skipped, glcnn/pipeline.py), see "Blocked input" below.
 // Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
 //           u_cog output channels per group, u_cg input channels per group,
 //           u_cg_loop (WIDE_INPUT: CG padded to whole slices), u_in_alpha (IN_ACT_LEAKYRELU).
-// Samplers: u_input (activation atlas), u_weights (layout.pack_filters of (Co, CG, KH, KW)),
+//           u_in_block (BLOCKED_INPUT: the producer's u_block).
+// Samplers: u_input (activation atlas, or with BLOCKED_INPUT a sampler2DArray), u_weights (layout.pack_filters of (Co, CG, KH, KW)),
 //           u_params (row 0: bias).
 //
 // Speed (DESIGN.md section 5; measured on llvmpipe, sound on every GL): the loops visit only
@@ -30,7 +34,12 @@
 // Blocked (chosen by glcnn/pipeline.py on software rasterisers): BLOCK pixels per fragment
 // share each weight fetch, and neighbouring pixels share input fetches (see compute_block).
 
+#ifdef BLOCKED_INPUT
+uniform sampler2DArray u_input;
+uniform ivec4 u_in_block;
+#else
 uniform sampler2D u_input;
+#endif
 uniform ivec4 u_input_shape;
 uniform sampler2D u_weights;
 uniform sampler2D u_params;
@@ -103,6 +112,7 @@ ivec3 taps(int o, int k, int pad, int stride, int dilation, int size) {
 #endif
 }
 
+#ifndef BLOCKED_OUTPUT
 // Texel (x, y) of input `slice`, whose tile starts at `origin`; (y, x) lies inside the tile
 // unless MASK_TAPS, where taps with no input read zero.
 vec4 input_texel(ivec2 origin, int slice, int y, int x) {
@@ -113,7 +123,6 @@ vec4 input_texel(ivec2 origin, int slice, int y, int x) {
     return input_activation(decode(stored, u_input_shape, slice));
 }
 
-#ifndef BLOCKED_OUTPUT
 vec4 compute(int slice, int oy, int ox) {
     weights_texel_size = 1.0 / vec2(textureSize(u_weights, 0));
     input_texel_size = 1.0 / vec2(textureSize(u_input, 0));
@@ -216,7 +225,7 @@ ivec3 block_taps(int o, int n, int k, int pad, int stride, int dilation, int siz
 // slice the output slice reads.
 int begin_block(int slice) {
     weights_texel_size = 1.0 / vec2(textureSize(u_weights, 0));
-    input_texel_size = 1.0 / vec2(textureSize(u_input, 0));
+    input_texel_size = 1.0 / vec2(textureSize(u_input, 0).xy);
     vec4 bias = channel_params(u_params, slice, 0);
     for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
 #ifdef DENSE
@@ -238,12 +247,65 @@ WEIGHTS tap_weights(vec2 at, vec2 next, int c, int kx) {
 #endif
 }
 
+#ifdef BLOCKED_INPUT
+// Blocked input. Layer j = jy * IN_BLOCK_X + jx of u_input holds pixel (jy, jx) of every block of
+// the producer, whose tile of slice s starts at grid cell s (one band per tile: u_in_block is
+// (tile rows, tile columns, grid columns, pitch)). Along one axis, input coordinate x lies at
+// blocked coordinate (x div span) * step + x mod step and block pixel (x mod span) div step,
+// span = step * block (common.glsl, "Spatial blocking"); blocked_axis returns both. Coordinates
+// outside the input (padding) are clamped to 0: their taps are masked anyway.
+ivec2 blocked_axis(int x, int block) {
+    int span = IN_BLOCK_STEP * block;
+    int c = max(x, 0);
+    int within = c % span;
+    return ivec2(c / span * IN_BLOCK_STEP + within % IN_BLOCK_STEP, within / IN_BLOCK_STEP);
+}
+
+// Texture coordinate (relative to the tile) and layer of input column x and row y.
+float column_at(int x, out int layer) {
+    ivec2 b = blocked_axis(x, IN_BLOCK_X);
+    layer = b.y;
+    return (float(b.x) + 0.5) * input_texel_size.x;
+}
+float row_at(int y, out int layer) {
+    ivec2 b = blocked_axis(y, IN_BLOCK_Y);
+    layer = b.y * IN_BLOCK_X;
+    return (float(b.x) + 0.5) * input_texel_size.y;
+}
+
+ivec2 first_tile(int slice) {
+    int row = div_floor(slice, u_in_block.z);
+    return ivec2(slice - row * u_in_block.z, row) * u_in_block.wx;
+}
+
+// The origin of the input tile after `origin`, walking the grid cell by cell.
+ivec2 next_tile(ivec2 origin) {
+    origin.x += u_in_block.w;
+    return origin.x < u_in_block.z * u_in_block.w ? origin : ivec2(0, origin.y + u_in_block.x);
+}
+
+vec4 input_sample(vec2 at, int layer) { return textureLod(u_input, vec3(at, float(layer)), 0.0); }
+#else
+float column_at(int x, out int layer) {
+    layer = 0;
+    return (float(x) + 0.5) * input_texel_size.x;
+}
+float row_at(int y, out int layer) {
+    layer = 0;
+    return (float(y) + 0.5) * input_texel_size.y;
+}
+
+ivec2 first_tile(int slice) { return tile_origin(u_input_shape, slice); }
+
 // The origin of the input tile after `origin`, walking the atlas row by row.
 ivec2 next_tile(ivec2 origin) {
     origin.x += u_input_shape.z;
     int row_end = grid_cols(u_input_shape) * u_input_shape.z;
     return origin.x < row_end ? origin : ivec2(0, origin.y + u_input_shape.y);
 }
+
+vec4 input_sample(vec2 at, int layer) { return textureLod(u_input, at, 0.0); }
+#endif
 
 #if defined(WIDE_INPUT) && (!defined(TRANSPOSED) || defined(UNIT_DILATION))
 // Column sharing. Along x a block reads SPAN_X input columns, most of them shared by several
@@ -285,20 +347,22 @@ void compute_block(int slice, int oy, int ox) {
     ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
     int ix0 = first_column(ox);
     float column[SPAN_X];  // texture x of each column's texel centre, relative to the tile
+    int column_layer[SPAN_X];  // and its part of the layer (BLOCKED_INPUT; else 0)
     bool column_inside[SPAN_X];
     for (int m = 0; m < SPAN_X; ++m) {
-        column[m] = (float(ix0 + m) + 0.5) * input_texel_size.x;
+        column[m] = column_at(ix0 + m, column_layer[m]);
         column_inside[m] = uint(ix0 + m) < uint(u_input_shape.z);
     }
-    ivec2 first_origin = tile_origin(u_input_shape, first_slice);
+    ivec2 first_origin = first_tile(first_slice);
     vec2 next_weight = vec2(KW * weights_texel_size.x, 0.0);
     int iy0 = source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y);  // in range: ty.x is a tap
     for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy0 += SRC_PER_TAP.y) {
         float row[BLOCK_Y];
+        int row_layer[BLOCK_Y];
         bool row_inside[BLOCK_Y];
         for (int jy = 0; jy < BLOCK_Y; ++jy) {
             int iy = iy0 + jy * SRC_PER_PIXEL.y;
-            row[jy] = (float(iy) + 0.5) * input_texel_size.y;
+            row[jy] = row_at(iy, row_layer[jy]);
             row_inside[jy] = uint(iy) < uint(u_input_shape.y);
         }
         vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
@@ -315,7 +379,8 @@ void compute_block(int slice, int oy, int ox) {
             for (int jy = 0; jy < BLOCK_Y; ++jy) {
                 for (int m = 0; m < SPAN_X; ++m) {
                     vec2 at = tile + vec2(column[m], row[jy]);
-                    vec4 x = input_activation(decode_with(textureLod(u_input, at, 0.0), range));
+                    vec4 stored = input_sample(at, row_layer[jy] + column_layer[m]);
+                    vec4 x = input_activation(decode_with(stored, range));
                     x = column_inside[m] && row_inside[jy] ? x : vec4(0.0);
                     for (int jx = 0; jx < BLOCK_X; ++jx) {
                         int t = pair_tap(m, jx);
@@ -334,19 +399,22 @@ void compute_block(int slice, int oy, int ox) {
     ivec3 tx = block_taps(ox, BLOCK_X, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z);
     ivec2 src = ivec2(source(ox, tx.x, u_pad.x, u_stride.x, u_dilation.x),
                       source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y));
-    ivec2 first_origin = tile_origin(u_input_shape, first_slice);
+    ivec2 first_origin = first_tile(first_slice);
     vec2 next_weight = vec2(KW * weights_texel_size.x, 0.0);
     int iy = src.y;
     for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy += SRC_PER_TAP.y) {
         int ix = src.x;
         for (int kx = tx.x; kx <= tx.y; kx += tx.z, ix += SRC_PER_TAP.x) {
             vec2 offset[BLOCK];  // texel centre of each pixel's source, relative to the tile
+            int layer[BLOCK];  // and its layer (BLOCKED_INPUT; else 0)
             bool inside[BLOCK];
             for (int j = 0; j < BLOCK; ++j) {
                 ivec2 at = ivec2(ix, iy) + ivec2(j % BLOCK_X, j / BLOCK_X) * SRC_PER_PIXEL;
                 inside[j] = uint(at.x) < uint(u_input_shape.z) &&
                             uint(at.y) < uint(u_input_shape.y);
-                offset[j] = (vec2(at) + 0.5) * input_texel_size;
+                int column_layer, row_layer;
+                offset[j] = vec2(column_at(at.x, column_layer), row_at(at.y, row_layer));
+                layer[j] = row_layer + column_layer;
             }
             vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
             ivec2 origin = first_origin;
@@ -356,8 +424,8 @@ void compute_block(int slice, int oy, int ox) {
                 mat2x4 range = storage_range(u_input_shape, s);
                 WEIGHTS w = tap_weights(w_at, next_weight, c, kx);
                 for (int j = 0; j < BLOCK; ++j) {
-                    vec4 x = input_activation(decode_with(textureLod(u_input, tile + offset[j], 0.0),
-                                                          range));
+                    vec4 stored = input_sample(tile + offset[j], layer[j]);
+                    vec4 x = input_activation(decode_with(stored, range));
                     block_acc[j] += w * (inside[j] ? x : vec4(0.0));
                 }
             }

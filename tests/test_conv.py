@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from helpers import assert_close, check_op, single_op_graph
+from helpers import assert_close, check_op, single_op_graph, storable
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -229,6 +229,102 @@ def test_blocked_grid_wraps_rows(ctx, monkeypatch):
     with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
         assert pipe.blocking["y"].size[1] > pipe.blocking["y"].tile[0]  # several grid rows
     check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(), strategy="blocked")
+
+
+# --- blocked input: a small tensor left in its conv's render-target array ---------------------
+# Pipeline._blocked_tensors leaves a blocked conv's output in its texture array when every reader
+# is a blocked DENSE conv, which then reads it in place (conv.glsl BLOCKED_INPUT) instead of an
+# unblock pass copying it to an atlas. Each chain x -> h -> y below must leave h in place, match
+# the float64 reference at every precision, and equal bit for bit the same chain with h copied.
+def _chain(first: ConvCase, second: ConvCase, residual=False, extra_reader=None):
+    nodes = [Node(first.op, "h", ["x"], first.attrs(), first.weights(4))]
+    attrs = second.attrs() | ({"residual": True} if residual else {})
+    nodes.append(Node(second.op, "y", ["h", "x"] if residual else ["h"], attrs,
+                      second.weights(5)))
+    outputs = ["y"]
+    if extra_reader is not None:
+        nodes.append(Node(extra_reader, "z", ["h"], {}, {}))
+        outputs.append("z")
+    return glcnn.graph.Graph({"x": first.in_shape}, nodes, outputs)
+
+
+IN_PLACE = [  # (first, second, residual, why)
+    (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(9, 9)),
+     ConvCase(C, 8, 12, s=(2, 2), pads=(1, 1, 1, 1), hw=(9, 9)), False,
+     "2x4 blocks read by a stride-2 conv sharing columns (two input slices)"),
+    (ConvCase(C, 3, 8, pads=(1, 1, 1, 1), hw=(6, 7)),
+     ConvCase(C, 8, 8, k=(2, 3), pads=(0, 1, 1, 0), group=2, hw=(6, 7)), False,
+     "one input slice per group: the tap-by-tap loop"),
+    (ConvCase(T, 8, 8, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(5, 5)),
+     ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(10, 10)), False,
+     "a transposed conv's blocks (pixels a stride apart) read by a conv"),
+    (ConvCase(C, 8, 16, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(12, 12)),
+     ConvCase(T, 16, 8, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(6, 6)), False,
+     "a conv's blocks read by a transposed conv"),
+    (ConvCase(T, 16, 8, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(3, 3)),
+     ConvCase(T, 8, 4, k=(3, 3), s=(2, 2), pads=(1, 1, 1, 1), hw=(6, 6)), False,
+     "transposed into transposed, odd kernel"),
+    (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(3, 40)),
+     ConvCase(C, 8, 16, pads=(1, 1, 1, 1), hw=(3, 40)), False, "1x8 blocks (wide outputs)"),
+    (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(7, 7)),
+     ConvCase(C, 8, 8, k=(3, 3), d=(2, 2), pads=(2, 2, 2, 2), hw=(7, 7)), True,
+     "dilated reader with a residual add from the atlas input"),
+]
+
+
+def _in_place_ids(v):
+    return v.id("") if isinstance(v, ConvCase) else str(v).replace(" ", "_")[:40]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize(("first", "second", "residual", "why"), IN_PLACE, ids=_in_place_ids)
+def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual, why, precision):
+    graph = _chain(first, second, residual)
+    rng = np.random.default_rng(6)
+    feeds = [{"x": (rng.standard_normal(first.in_shape) * 2).astype(np.float32)}
+             for _ in range(3)]
+    if precision == "u8":
+        glcnn.calibrate(graph, feeds, ctx)
+    x = {"x": storable(feeds[0]["x"], precision)}
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
+        assert set(pipe.blocked_tensors) == {"h"}, why
+        assert "h" in pipe.blocking and "y" in pipe.blocking
+        y = pipe.run(x)
+    assert_close(y, reference.run(graph, x)["y"], precision, why)
+    monkeypatch.setattr(glcnn.pipeline, "IN_PLACE_MAX_TEXELS", -1)
+    monkeypatch.setattr(glcnn.pipeline, "IN_PLACE_MAX_MACS", -1)
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as copied:
+        assert copied.blocked_tensors == {}
+        np.testing.assert_array_equal(copied.run(x), y, err_msg=why)
+
+
+def test_blocked_tensor_stays_an_atlas_when_it_must(ctx):
+    """Not in place: read by a non-conv, a graph output, kept, or too big and busy to pay."""
+    first, second = IN_PLACE[0][:2]
+    graph = _chain(first, second, extra_reader="Relu")
+    with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
+        assert pipe.blocked_tensors == {}
+    graph = _chain(first, second)
+    graph.outputs.append("h")
+    with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
+        assert pipe.blocked_tensors == {}
+    graph = _chain(first, second)
+    with glcnn.Pipeline(graph, ctx, strategy="blocked", keep=["h"]) as pipe:
+        assert pipe.blocked_tensors == {}
+        pipe.run(np.zeros(first.in_shape, np.float32))
+        assert pipe.texture("h").size == glcnn.layout.Atlas.of((8, 9, 9)).size
+    big = ConvCase(C, 64, 64, pads=(1, 1, 1, 1), hw=(32, 32))  # 16384 texels, 2304 MACs each
+    with glcnn.Pipeline(_chain(big, big), ctx, strategy="blocked") as pipe:
+        assert pipe.blocked_tensors == {}
+    with glcnn.Pipeline(_chain(first, second), ctx, strategy="direct") as pipe:
+        assert pipe.blocked_tensors == {}
+
+
+def test_texture_of_a_tensor_read_in_place_names_keep(ctx):
+    first, second = IN_PLACE[0][:2]
+    with glcnn.Pipeline(_chain(first, second), ctx, strategy="blocked") as pipe:
+        with pytest.raises(glcnn.GlcnnError, match=r"'h' stays in the blocked.*keep=\['h'\]"):
+            pipe.texture("h")
 
 
 # --- hypothesis: random valid configurations --------------------------------------------
