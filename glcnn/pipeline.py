@@ -187,9 +187,9 @@ class Pipeline:
         Blocking): the next convs read its render-target array in place, so its unblock pass
         is skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*),
         its producer writes one band per tile and every reader is a blocked DENSE conv taking
-        it as its main input (conv.glsl BLOCKED_INPUT);
-        never a graph output, a kept tensor, or under GLCNN_DEBUG >= 4 (which reads every
-        layer). Values are stored exactly as the unblock pass would copy them. GL-free."""
+        it as its main input (conv.glsl BLOCKED_INPUT); never a graph output, a kept tensor,
+        or under GLCNN_DEBUG >= 4 (which reads every layer). Values are stored exactly as the
+        unblock pass would copy them. GL-free."""
         if _debug() >= 4:
             return {}
         out = {}
@@ -205,7 +205,33 @@ class Pipeline:
                             and getattr(op, "variant", lambda: None)() == "DENSE"
                             for op in readers)):
                 out[name] = blocking
+        # Each reader reading in place is a program variant of its own, compiled cold in
+        # ~0.2-0.5 s on llvmpipe: worth it only where the unblock programs it saves make up
+        # for it (MobileNetV2: 13 -> 15 programs for 1-3 % of run time; autoencoder: 6 -> 5).
+        if out and self._program_count(out) > self._program_count({}):
+            return {}
         return out
+
+    def _defines(self, op: Op, in_place: dict[str, Blocking]) -> dict:
+        """The #defines of `op`'s program when the tensors of `in_place` are left blocked:
+        the op's own, u8 storage, and its blocked output and input forms. GL-free."""
+        defines = op.all_defines() | ({"STORAGE_U8": 1} if self.u8 else {})
+        blocking = self.blocking.get(op.node.name)
+        if blocking:
+            defines |= blocking.defines | {"BLOCKED_OUTPUT": 1}
+        source = in_place.get(op.node.inputs[0]) if op.node.inputs else None
+        if source is not None:  # read the producer's render-target array in place
+            defines |= {"BLOCKED_INPUT": 1, "IN_BLOCK_X": source.block_x,
+                        "IN_BLOCK_Y": source.block_y, "IN_BLOCK_STEP": source.step}
+        return defines
+
+    def _program_count(self, in_place: dict[str, Blocking]) -> int:
+        """Distinct programs (ops' and unblock passes') with `in_place` left blocked."""
+        keys = {(op.shader, tuple(sorted(self._defines(op, in_place).items())))
+                for op in self.ops}
+        keys |= {("unblock", tuple(sorted(b.defines.items())))
+                 for name, b in self.blocking.items() if name not in in_place}
+        return len(keys)
 
     def _storage(self, name: str) -> tuple:
         """What tensor `name` is stored in, (kind, size, layers): ("atlas", size, 1) or
@@ -276,11 +302,14 @@ class Pipeline:
     def _new_texture(self, name: str) -> moderngl.Texture | moderngl.TextureArray:
         """Storage for tensor `name`: its atlas, or a texture array (`_blocked_tensors`)."""
         kind, size, layers = self._storage(name)
+        return self._new_image(size, layers if kind == "blocked" else 0)
+
+    def _new_image(self, size: tuple[int, int], layers: int = 0):
+        """A texture (layers=0) or texture array of RGBA texels in the precision's format,
+        sampled NEAREST and clamped, as every shader reads texel centres."""
         dtype = PRECISIONS[self.precision]
-        if kind == "blocked":
-            tex = self.ctx.gl.texture_array((*size, layers), 4, dtype=dtype)
-        else:
-            tex = self.ctx.gl.texture(size, 4, dtype=dtype)
+        tex = (self.ctx.gl.texture_array((*size, layers), 4, dtype=dtype) if layers
+               else self.ctx.gl.texture(size, 4, dtype=dtype))
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
         tex.repeat_x = tex.repeat_y = False
         return tex
@@ -316,14 +345,9 @@ class Pipeline:
 
     def _make_pass(self, op: Op, weight_data: dict[str, np.ndarray]) -> Pass:
         name = op.node.name
-        storage = {"STORAGE_U8": 1} if self.u8 else {}
         blocking = self.blocking.get(name)
-        blocked = blocking.defines | {"BLOCKED_OUTPUT": 1} if blocking else {}
         source = self.blocked_tensors.get(op.node.inputs[0]) if op.node.inputs else None
-        if source is not None:  # read the producer's render-target array in place
-            blocked |= {"BLOCKED_INPUT": 1, "IN_BLOCK_X": source.block_x,
-                        "IN_BLOCK_Y": source.block_y, "IN_BLOCK_STEP": source.step}
-        program = self.ctx.program(op.shader, op.all_defines() | storage | blocked, name)
+        program = self.ctx.program(op.shader, self._defines(op, self.blocked_tensors), name)
         weights = []
         for sampler, data in weight_data.items():
             tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
@@ -360,12 +384,8 @@ class Pipeline:
         every blocked pass of that size: each is read right after it is written) into the atlas
         behind `out`."""
         if blocking.size not in self._scratch:
-            layers = self._scratch_sizes()[blocking.size]
-            array = self.ctx.gl.texture_array((*blocking.size, layers), 4,
-                                              dtype=PRECISIONS[self.precision])
-            array.filter = (moderngl.NEAREST, moderngl.NEAREST)
-            array.repeat_x = array.repeat_y = False
-            self._scratch[blocking.size] = array
+            self._scratch[blocking.size] = self._new_image(
+                blocking.size, self._scratch_sizes()[blocking.size])
         program = self.ctx.program("unblock.glsl", blocking.defines | {"CUSTOM_MAIN": 1}, name)
         uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform,
                     "u_bands": blocking.band_uniform, "u_blocks": 0}

@@ -265,7 +265,8 @@ IN_PLACE = [  # (first, second, residual, why)
      ConvCase(T, 8, 4, k=(3, 3), s=(2, 2), pads=(1, 1, 1, 1), hw=(6, 6)), False,
      "transposed into transposed, odd kernel"),
     (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(3, 40)),
-     ConvCase(C, 8, 16, pads=(1, 1, 1, 1), hw=(3, 40)), False, "1x8 blocks (wide outputs)"),
+     ConvCase(C, 8, 16, k=(3, 1), pads=(1, 0, 1, 0), hw=(3, 40)), False,
+     "1x8 blocks (wide outputs)"),
     (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(7, 7)),
      ConvCase(C, 8, 8, k=(3, 3), d=(2, 2), pads=(2, 2, 2, 2), hw=(7, 7)), True,
      "dilated reader with a residual add from the atlas input"),
@@ -299,7 +300,8 @@ def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual,
 
 
 def test_blocked_tensor_stays_an_atlas_when_it_must(ctx):
-    """Not in place: read by a non-conv, a graph output, kept, or too big and busy to pay."""
+    """Not in place: read by a non-conv, a graph output, kept, too big and busy to pay, or
+    when the readers' in-place programs would outnumber the unblock programs saved."""
     first, second = IN_PLACE[0][:2]
     graph = _chain(first, second, extra_reader="Relu")
     with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
@@ -317,6 +319,10 @@ def test_blocked_tensor_stays_an_atlas_when_it_must(ctx):
     with glcnn.Pipeline(_chain(big, big), ctx, strategy="blocked") as pipe:
         assert pipe.blocked_tensors == {}
     with glcnn.Pipeline(_chain(first, second), ctx, strategy="direct") as pipe:
+        assert pipe.blocked_tensors == {}
+    same = IN_PLACE[0][0]  # h and y one program: y in place would be a second one
+    with glcnn.Pipeline(_chain(same, same), ctx, strategy="blocked") as pipe:
+        assert pipe._program_count({"h": pipe.blocking["h"]}) > pipe._program_count({})
         assert pipe.blocked_tensors == {}
 
 

@@ -50,15 +50,10 @@ def test_programs_compiled_once_and_shared(ctx):
     before = ctx.compiles
     with glcnn.Pipeline(graph, ctx) as pipe:
         new = ctx.compiles - before
-        # Five identical conv layers -> one program (0 if cached earlier), or, where the blocked
-        # strategy leaves c0..c3 in place, one for c0 (reading the atlas input) and one for c1..c4
-        # (reading their predecessor's render targets), plus c4's unblock program.
-        programs = {id(p.program) for p in pipe.passes}
-        unblocks = {id(p.unblock.program) for p in pipe.passes if p.unblock}
-        assert new <= len(programs) + len(unblocks)
-        assert len({id(p.program) for p in pipe.passes[1:]}) == 1
-        assert len(programs) == 1 + bool(pipe.blocked_tensors)
-        assert set(pipe.blocked_tensors) == ({"c0", "c1", "c2", "c3"} if pipe.blocking else set())
+        assert new <= 2  # five identical conv layers -> one program (+ an unblock program)
+        assert len({id(p.program) for p in pipe.passes}) == 1
+        # Reading c0..c3 in place would need a second conv program: not done (pipeline.py).
+        assert pipe.blocked_tensors == {}
         pipe.run(np.zeros((8, 6, 6), np.float32))
         assert ctx.compiles - before == new
 
