@@ -125,15 +125,16 @@ class Context:
         A pass with several render targets then writes one texture, which a later shader reads
         with a single `sampler2DArray` fetch whatever the target (separate textures need a
         switch over samplers, which a SIMD rasteriser runs in full for every lane: 3.5x slower
-        on llvmpipe). moderngl attaches no single layers, so the framebuffer is made on stand-in
-        renderbuffers (for its draw-buffer list and size) and glFramebufferTextureLayer (core
-        since GL 3.0) then attaches the layers in their place.
+        on llvmpipe). moderngl attaches no single layers, so the framebuffer is made on 1×1
+        stand-in renderbuffers (for its draw-buffer list; full-size ones cost up to 60 ms to
+        allocate), glFramebufferTextureLayer (core since GL 3.0) then attaches the layers in
+        their place, and the viewport and scissor box are set to the array's size.
 
         Raises:
             ContextError: the driver does not accept the layers as a complete framebuffer.
         """
         size = (array.width, array.height)
-        stand_ins = [self.gl.renderbuffer(size, 4, dtype=array.dtype) for _ in range(layers)]
+        stand_ins = [self.gl.renderbuffer((1, 1), 4, dtype=array.dtype) for _ in range(layers)]
         fbo = None
         try:
             fbo = self.gl.framebuffer(color_attachments=stand_ins)
@@ -158,6 +159,7 @@ class Context:
             raise ContextError(f"the layers of a {size} {array.dtype} texture array as "
                                f"{layers} render targets: framebuffer status {complete:#x} on "
                                f"{self.renderer}; use strategy='direct'")
+        fbo.viewport = fbo.scissor = (0, 0, *size)
         return fbo
 
     def _gl_function(self, name: str, restype, *argtypes):

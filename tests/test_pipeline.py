@@ -152,9 +152,10 @@ void main() {{
 """
 
 
+@pytest.mark.parametrize("size", [(5, 3), (70, 130)], ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("dtype", ["f4", "f2", "f1"])
 @pytest.mark.parametrize("layers", [1, 3, 8])
-def test_layer_framebuffer_writes_render_target_j_into_layer_j(ctx, dtype, layers):
+def test_layer_framebuffer_writes_render_target_j_into_layer_j(ctx, dtype, layers, size):
     """Blocked passes write their render targets into the layers of one texture array
     (Context.layer_framebuffer); every layer must receive its own target, at every storage
     precision, and the stand-in attachments must not be left behind."""
@@ -164,13 +165,13 @@ def test_layer_framebuffer_writes_render_target_j_into_layer_j(ctx, dtype, layer
     vao = gl.vertex_array(program, [])
     # Programs are left out: a deleted one lives on while it is current (an earlier test's).
     before = {k: v for k, v in census().items() if k != "Program"}
-    array = gl.texture_array((5, 3, 8), 4, dtype=dtype)
+    array = gl.texture_array((*size, 8), 4, dtype=dtype)
     fbo = ctx.layer_framebuffer(array, layers)
     fbo.use()
     vao.render(vertices=3)
     stored = np.frombuffer(array.read(), {"f4": np.float32, "f2": np.float16,
-                                          "f1": np.uint8}[dtype]).reshape(8, 3, 5, 4)
-    y, x = np.mgrid[0:3, 0:5] + 0.5
+                                          "f1": np.uint8}[dtype]).reshape(8, size[1], size[0], 4)
+    y, x = np.mgrid[0:size[1], 0:size[0]] + 0.5
     for j in range(layers):
         want = np.stack([np.full_like(x, j), x, y, np.full_like(x, 0.25 * j)], -1)
         if dtype == "f1":  # unsigned normalised: values clamp to [0, 1]
