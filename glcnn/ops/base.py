@@ -212,6 +212,18 @@ class Op:
 _FINITE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
+def remember_finite(w: np.ndarray) -> None:
+    """Record read-only `w` as found finite without scanning it: the weights of a prepared-model
+    cache entry, scanned before the entry was written (glcnn.prepared)."""
+    if not w.flags.writeable:
+        _FINITE[id(w)] = w
+
+
+def all_finite(w: np.ndarray) -> bool:
+    """True if `w` has no NaN or Inf (remembered for read-only arrays)."""
+    return _all_finite(w)
+
+
 def _all_finite(w: np.ndarray) -> bool:
     if _FINITE.get(id(w)) is w:
         return True
