@@ -18,7 +18,7 @@ import moderngl
 import numpy as np
 
 from .errors import ContextError, GlcnnError, ShaderCompileError
-from .resources import resource_path
+from .resources import resource_path, shader_text
 
 INSTALL_HINT = (
     "install Mesa's EGL and GL drivers (Debian/Ubuntu: apt-get install -y libegl1 "
@@ -119,8 +119,10 @@ class Context:
                                "(out of memory or a lost context; on a shared context the "
                                "error may come from earlier GL calls)")
 
-    def layer_framebuffer(self, array: moderngl.TextureArray, layers: int) -> moderngl.Framebuffer:
-        """A framebuffer whose colour attachment j is layer j of `array`, for j < `layers`.
+    def layer_framebuffer(self, array: moderngl.TextureArray, layers: int,
+                          size: tuple[int, int] | None = None) -> moderngl.Framebuffer:
+        """A framebuffer whose colour attachment j is layer j of `array`, for j < `layers`,
+        drawing into its `size` (width, height) corner (default: all of it).
 
         A pass with several render targets then writes one texture, which a later shader reads
         with a single `sampler2DArray` fetch whatever the target (separate textures need a
@@ -128,12 +130,12 @@ class Context:
         on llvmpipe). moderngl attaches no single layers, so the framebuffer is made on 1×1
         stand-in renderbuffers (for its draw-buffer list; full-size ones cost up to 60 ms to
         allocate), glFramebufferTextureLayer (core since GL 3.0) then attaches the layers in
-        their place, and the viewport and scissor box are set to the array's size.
+        their place, and the viewport and scissor box are set to `size`.
 
         Raises:
             ContextError: the driver does not accept the layers as a complete framebuffer.
         """
-        size = (array.width, array.height)
+        size = tuple(size or (array.width, array.height))
         stand_ins = [self.gl.renderbuffer((1, 1), 4, dtype=array.dtype) for _ in range(layers)]
         fbo = None
         try:
@@ -175,7 +177,7 @@ class Context:
         source = build_source(shader, defines)
         key = (shader, hashlib.sha1(source.encode()).hexdigest())
         if key not in self.programs:
-            vertex = "#version 330 core\n" + resource_path("shaders", "fullscreen.vert").read_text()
+            vertex = "#version 330 core\n" + shader_text("fullscreen.vert")
             try:
                 self.programs[key] = self.gl.program(vertex_shader=vertex, fragment_shader=source)
             except moderngl.Error as exc:
@@ -251,8 +253,7 @@ def build_source(shader: str, defines: dict) -> str:
             raise GlcnnError(f"shader {shader}: refusing #define {key!r} = {value!r} "
                              "(defines must be identifiers with integer values)")
     head = ["#version 330 core"] + [f"#define {k} {int(v)}" for k, v in sorted(defines.items())]
-    common = resource_path("shaders", "common.glsl").read_text()
-    body = resource_path("shaders", shader).read_text()
+    common, body = shader_text("common.glsl"), shader_text(shader)
     return "\n".join(head + [f"#line {COMMON_LINE_OFFSET + 1} 1", common, "#line 1 2", body])
 
 

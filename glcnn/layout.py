@@ -172,9 +172,14 @@ def pack(x: np.ndarray) -> np.ndarray:
 
 
 def unpack(data: np.ndarray, shape) -> np.ndarray:
-    """Inverse of `pack`: a (tex_height, tex_width, 4) atlas back to (C, H, W) float32."""
+    """Inverse of `pack`: a (tex_height, tex_width, 4) atlas back to (C, H, W) float32.
+
+    `data` may be taller and wider than the atlas (a Pipeline's textures are, where the
+    atlas's sides are powers of two: Pipeline._new_image); the texels past it are ignored.
+    """
     atlas = Atlas.of(shape)
     c, h, w = atlas.channels, atlas.height, atlas.width
+    data = data[:atlas.rows * h, :atlas.cols * w]
     tiles = data.reshape(atlas.rows, h, atlas.cols, w, 4).transpose(0, 2, 4, 1, 3)
     return np.ascontiguousarray(tiles.reshape(-1, h, w)[:c], dtype=np.float32)
 
@@ -280,6 +285,23 @@ def matrix_grid(n: int, k: int) -> tuple[int, int]:
     side = 4 * _ceil_div(math.isqrt(s * k4), 4)  # width of a square texture
     rows = _ceil_div(k4, side)
     return rows, 4 * _ceil_div(_ceil_div(k4, rows), 4)  # as little padding as R rows allow
+
+
+def texture_side(n: int, limit: int) -> int:
+    """The side of a Pipeline texture holding `n` texels of a layout (an atlas, blocked render
+    targets, weights, per-channel parameters) in its corner: `n`, or the next size up that is
+    not a power of two, within `limit`. The texels past `n` are zero and never read.
+
+    llvmpipe compiles a shader again for each pattern of power-of-two sizes among the
+    textures bound to it (its sampler key records, per texture, whether width and height are
+    powers of two): MobileNetV2's 1×1 convs came in three patterns of weight and bias texture
+    sizes, costing 1.6 s of its cold first run; fast style's 32-channel 256² and 64-channel
+    128² atlases (768² and 512²) 0.7 s. Sides that are never powers of two make one pattern.
+    """
+    side = n
+    while side & (side - 1) == 0 and side < limit:  # 1, 2, 4, ...: powers of two
+        side += 1
+    return side if side & (side - 1) else n
 
 
 def _ceil_div(a: int, b: int) -> int:

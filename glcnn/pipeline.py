@@ -22,7 +22,7 @@ from .context import Context
 from .errors import ContextError, GlcnnError, ShapeError, TextureSizeError
 from .graph import Graph
 from .inputs import array_ndim, checked_input
-from .layout import Atlas, Blocking, pack, unpack
+from .layout import Atlas, Blocking, pack, texture_side, unpack
 from .limits import memory_budget as memory_budget_bytes
 from .limits import mib
 from .ops import Op, build_ops
@@ -64,6 +64,19 @@ def _gl_errors(method):
         except moderngl.Error as exc:
             raise ContextError(f"GL failure in Pipeline.{method.__name__}(): {exc}") from None
     return wrapper
+
+
+def _zero_margin(tex, size: tuple[int, int], layers: int = 0) -> None:
+    """Zero the texels of `tex` (a texture, or with `layers` an array) outside its
+    (width, height) = `size` corner: a right strip and a bottom strip."""
+    width, height = size
+    texel = 4 * _DTYPE_BYTES[tex.dtype]
+    depth = (0, layers) if layers else ()
+    strips = ((width, 0, tex.width - width, tex.height), (0, height, width, tex.height - height))
+    for x, y, w, h in strips:
+        if w > 0 and h > 0:
+            viewport = (x, y, *depth[:1], w, h, *depth[1:])
+            tex.write(bytes(w * h * max(layers, 1) * texel), viewport=viewport)
 
 
 @dataclass
@@ -218,7 +231,7 @@ class Pipeline:
         defines = op.all_defines() | ({"STORAGE_U8": 1} if self.u8 else {})
         blocking = self.blocking.get(op.node.name)
         if blocking:
-            defines |= blocking.defines | {"BLOCKED_OUTPUT": 1}
+            defines |= op.block_defines() | blocking.defines | {"BLOCKED_OUTPUT": 1}
         source = in_place.get(op.node.inputs[0]) if op.node.inputs else None
         if source is not None:  # read the producer's render-target array in place
             defines |= {"BLOCKED_INPUT": 1, "IN_BLOCK_X": source.block_x,
@@ -271,11 +284,11 @@ class Pipeline:
                     raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "
                                            f"needs {width}×{height} texels; "
                                            f"this GL allows {limit}×{limit}")
-                weight_bytes += height * width * _WEIGHT_TEXEL_BYTES
+                weight_bytes += math.prod(self._allocated((width, height))) * _WEIGHT_TEXEL_BYTES
         texel = 4 * _DTYPE_BYTES[PRECISIONS[self.precision]]
-        tensor_bytes = sum(texel * math.prod(self._storage(name)[1]) * self._storage(name)[2]
-                           for name in set(plan.values()))
-        tensor_bytes += sum(texel * math.prod(size) * n
+        tensor_bytes = sum(texel * math.prod(self._allocated(self._storage(name)[1]))
+                           * self._storage(name)[2] for name in set(plan.values()))
+        tensor_bytes += sum(texel * math.prod(self._allocated(size)) * n
                             for size, n in self._scratch_sizes().items())
         if tensor_bytes + weight_bytes > budget:
             raise TextureSizeError(
@@ -283,6 +296,17 @@ class Pipeline:
                 f"({mib(tensor_bytes)} of {self.precision} activations, {mib(weight_bytes)} "
                 f"of weights), over the memory budget of {mib(budget)}; raise it with "
                 "Pipeline(memory_budget=...) or GLCNN_MEMORY_BUDGET, or use a smaller input")
+
+    def _weight_texture(self, data: np.ndarray) -> moderngl.Texture:
+        """An RGBA32F texture holding the (height, width, 4) layout `data` in its corner, its
+        sides never powers of two (layout.texture_side), the margin zero."""
+        height, width = data.shape[:2]
+        tex = self.ctx.gl.texture(self._allocated((width, height)), 4, dtype="f4")
+        tex.write(np.ascontiguousarray(data, np.float32), viewport=(0, 0, width, height))
+        tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
+        tex.repeat_x = tex.repeat_y = False
+        _zero_margin(tex, (width, height))
+        return tex
 
     def _ranges_texture(self):
         if self.u8 is None:
@@ -306,13 +330,31 @@ class Pipeline:
 
     def _new_image(self, size: tuple[int, int], layers: int = 0):
         """A texture (layers=0) or texture array of RGBA texels in the precision's format,
-        sampled NEAREST and clamped, as every shader reads texel centres."""
+        sampled NEAREST and clamped, as every shader reads texel centres.
+
+        Its sides are layout.texture_side of `size`'s (no power of two, so llvmpipe compiles
+        each program once whatever the tensor sizes); passes draw into the `size` corner
+        (`_framebuffer`), readers address texels by shape, and the margin stays zero.
+        """
         dtype = PRECISIONS[self.precision]
-        tex = (self.ctx.gl.texture_array((*size, layers), 4, dtype=dtype) if layers
-               else self.ctx.gl.texture(size, 4, dtype=dtype))
+        full = self._allocated(size)
+        tex = (self.ctx.gl.texture_array((*full, layers), 4, dtype=dtype) if layers
+               else self.ctx.gl.texture(full, 4, dtype=dtype))
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
         tex.repeat_x = tex.repeat_y = False
+        _zero_margin(tex, size, layers)
         return tex
+
+    def _allocated(self, size: tuple[int, int]) -> tuple[int, int]:
+        """The (width, height) of the texture that holds a `size` layout (`_new_image`)."""
+        limit = self.ctx.max_texture_size
+        return texture_side(size[0], limit), texture_side(size[1], limit)
+
+    def _framebuffer(self, name: str) -> moderngl.Framebuffer:
+        """A framebuffer drawing into the atlas corner of tensor `name`'s texture."""
+        fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
+        fbo.viewport = fbo.scissor = (0, 0, *Atlas.of(self.shapes[name]).size)
+        return fbo
 
     def _plan(self, keep) -> dict[str, str]:
         """Tensor name -> the tensor whose texture it will use (itself for a new one):
@@ -350,11 +392,7 @@ class Pipeline:
         program = self.ctx.program(op.shader, self._defines(op, self.blocked_tensors), name)
         weights = []
         for sampler, data in weight_data.items():
-            tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
-                                      np.ascontiguousarray(data, np.float32), dtype="f4")
-            tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
-            tex.repeat_x = tex.repeat_y = False
-            weights.append((sampler, tex))
+            weights.append((sampler, self._weight_texture(data)))
         inputs = list(zip(op.all_samplers(), op.node.inputs))
         uniforms = dict(op.all_uniforms())
         uniforms["u_out"] = self.shape_uniform(name)
@@ -370,13 +408,13 @@ class Pipeline:
         uniforms = {k: v for k, v in uniforms.items() if k in program}  # drop optimised-out
         vao = self.ctx.gl.vertex_array(program, [])
         if name in self.blocked_tensors:  # no unblock: the targets are the tensor's layers
-            mrt = self.ctx.layer_framebuffer(self.textures[name], blocking.targets)
+            mrt = self.ctx.layer_framebuffer(self.textures[name], blocking.targets, blocking.size)
             return Pass(op, program, vao, mrt, inputs, weights, uniforms)
-        fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
+        fbo = self._framebuffer(name)
         if blocking is None:
             return Pass(op, program, vao, fbo, inputs, weights, uniforms)
         unblock = self._make_unblock(name, blocking, fbo)
-        mrt = self.ctx.layer_framebuffer(unblock.targets, blocking.targets)
+        mrt = self.ctx.layer_framebuffer(unblock.targets, blocking.targets, blocking.size)
         return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock)
 
     def _make_unblock(self, name: str, blocking: Blocking, out: moderngl.Framebuffer):
@@ -502,7 +540,8 @@ class Pipeline:
         own = self.graph.meta.get("onnx_input_shapes", {}).get(name, ())
         nhwc = self.graph.meta.get("layout") == "NHWC"
         x = checked_input(name, value, tuple(self.graph.inputs[name]), tuple(own), nhwc)
-        self.textures[name].write(self._encode(name, x).tobytes())
+        self.textures[name].write(self._encode(name, x).tobytes(),
+                                  viewport=(0, 0, *Atlas.of(self.shapes[name]).size))
 
     def _encode(self, name, x) -> np.ndarray:
         if self.u8 is None:
@@ -543,6 +582,10 @@ class Pipeline:
     def texture(self, name: str) -> moderngl.Texture:
         """The GPU texture holding tensor `name` (layout: glcnn.layout), no readback.
 
+        The atlas sits in its top-left corner; where a side of the atlas is a power of two
+        the texture is one or a few texels larger (zeros; see `_new_image`), which
+        `glcnn.layout.unpack` ignores.
+
         Raises:
             GlcnnError: unknown name, its texture was recycled for a later tensor, or it
                 stays in a blocked conv's layout (compile with keep=[name] or keep="all").
@@ -575,7 +618,9 @@ class Pipeline:
         return self.u8.decode(name, unpack(data / 255.0, self.shapes[name]))
 
     def weight_texture(self, layer: str, sampler: str = "u_weights") -> moderngl.Texture:
-        """The weight texture `sampler` of `layer` (e.g. a conv's filter grid)."""
+        """The weight texture `sampler` of `layer` (e.g. a conv's filter grid), its layout in
+        the top-left corner (the op's `all_texture_shapes()` gives its size; the texture may
+        be larger, as `texture` says)."""
         for p in self.passes:
             if p.op.node.name == layer:
                 for s, tex in p.weights:

@@ -1,5 +1,6 @@
 """Find the files glcnn ships (shaders, weights) whether installed or run from a checkout."""
 
+import functools
 from pathlib import Path
 
 from .errors import GlcnnError
@@ -35,3 +36,15 @@ def resource_path(kind: str, name: str) -> Path:
     if not path.is_file():
         raise GlcnnError(f"glcnn resource {kind}/{name} not found in {path.parent}")
     return path
+
+
+@functools.cache
+def shader_text(name: str) -> str:
+    """The text of shipped shader `name`, read once per process: a pipeline builds one
+    program source per pass, each from common.glsl and its op's shader (MobileNetV2 read
+    180 files at every load).
+
+    Raises:
+        GlcnnError: if the file does not exist.
+    """
+    return resource_path("shaders", name).read_text()

@@ -22,6 +22,7 @@ from .bending import BENDABLE, Bender
 from .context import Context
 from .display import Display, mosaic_grid
 from .errors import ContextError
+from .layout import Atlas
 from .pipeline import Pipeline
 
 PANEL, GAP = 256, 8
@@ -120,7 +121,8 @@ class Viewer:
         co = p.op.channels()[1]
         kh, kw = p.op.W.shape[2:]  # no re-orientation of the weights on the per-frame path
         tex = dict(p.weights)["u_weights"]
-        return tex, (4, tex.height, tex.width), (kh, kw, tex.width // kw, co)
+        height, width, _ = p.op.all_texture_shapes()["u_weights"]  # the texture may be larger
+        return tex, (4, height, width), (kh, kw, width // kw, co)
 
     def draw(self):
         screen = self.ctx.gl.screen
@@ -220,6 +222,7 @@ class FrameInput:
         self.program = self.ctx.program("preprocess.glsl", gray, "viewer preprocess")
         self.vao = self.ctx.gl.vertex_array(self.program, [])
         self.fbo = self.ctx.gl.framebuffer(color_attachments=[pipe.texture(self.name)])
+        self.fbo.viewport = self.fbo.scissor = (0, 0, *Atlas.of(self.shape).size)
         self.frame_tex = self.pbo = None
         self._set_uniforms(pipe.graph.meta)
 

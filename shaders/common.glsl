@@ -22,8 +22,10 @@
 //          (the op defines compute_block() instead of compute(), see "Spatial blocking" below);
 //          RESIDUAL (add u_residual before activation); one of ACT_RELU, ACT_LEAKYRELU,
 //          ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID,
-//          ACT_HARDSWISH, ACT_SILU.
-// Uniforms: u_out (output shape), u_act (activation parameters: alpha/beta or min/max).
+//          ACT_HARDSWISH, ACT_SILU, or ACT_CLAMP (no activation, Relu or Clip in one program:
+//          clamp to u_act if u_act_on, glcnn/ops/base.py CLAMP_BOUNDS).
+// Uniforms: u_out (output shape), u_act (activation parameters: alpha/beta or min/max),
+//           u_act_on (ACT_CLAMP: 0 = no activation).
 // Samplers: u_residual (RESIDUAL), u_slope (ACT_PRELU: 1xS texel row of slopes),
 //           u_ranges (STORAGE_U8: row 2*id = offsets, row 2*id + 1 = scales, per slice).
 
@@ -131,6 +133,9 @@ uniform ivec4 u_residual_shape;
 #ifdef ACT_PRELU
 uniform sampler2D u_slope;
 #endif
+#ifdef ACT_CLAMP
+uniform int u_act_on;
+#endif
 
 // exp() overflows to inf for large |x|; these forms stay finite at both ends.
 vec4 sigmoid(vec4 x) { return 1.0 / (1.0 + exp(-x)); }
@@ -157,6 +162,8 @@ vec4 activate(vec4 x, int slice) {
     return x * clamp(x / 6.0 + 0.5, 0.0, 1.0);
 #elif defined(ACT_SILU)
     return x * sigmoid(x);
+#elif defined(ACT_CLAMP)
+    return u_act_on != 0 ? clamp(x, u_act.x, u_act.y) : x;
 #else
     return x;
 #endif

@@ -11,7 +11,8 @@
 //          DENSE (groups made of whole slices: one vec4 fetch feeds a mat4*vec4),
 //          DEPTHWISE (Cg = Co/group = 1: output slice s reads input slice s), or neither
 //          (generic: each output lane gathers its own input channels one by one);
-//          STRIDE_X, DILATION_X (the x stride and dilation, constants for the blocked loops);
+//          STRIDE_X, DILATION_X (BLOCKED_OUTPUT only: the x stride and dilation, constants for
+//          the blocked loops; the direct form reads u_stride and u_dilation);
 //          BLOCKED_OUTPUT (spatial blocking, common.glsl: compute_block() instead of compute());
 //          IN_ACT_RELU or IN_ACT_LEAKYRELU (DENSE or DEPTHWISE: the activation is applied to
 //          every input texel as it is fetched; both map 0 to 0, so masked taps stay zero);

@@ -9,6 +9,7 @@ import numpy as np
 import glcnn
 from glcnn import reference
 from glcnn.graph import Graph, Node
+from glcnn.layout import Atlas
 from glcnn.precision import TOLERANCE
 
 # TOLERANCE (glcnn.precision, shared with `glcnn diff`) is the allowed scaled error per
@@ -83,3 +84,13 @@ def check_op(ctx, op, attrs, in_shapes, weights=None, precision="fp32", seed=0, 
     shapes = {k: np.shape(v) for k, v in (weights or {}).items()}
     return assert_close(y, ref, precision, f"{op} attrs={attrs} inputs={in_shapes} "
                                            f"weights={shapes} seed={seed} strategy={strategy}")
+
+
+def atlas_texels(tex, shape) -> np.ndarray:
+    """The texels of texture `tex` holding a (C, H, W) tensor, as a (height, width, 4) float32
+    atlas; asserts that the texture's margin past the atlas (Pipeline._new_image) is zero."""
+    dtype = {"f4": np.float32, "f2": np.float16, "f1": np.uint8}[tex.dtype]
+    raw = np.frombuffer(tex.read(), dtype).reshape(tex.height, tex.width, 4)
+    width, height = Atlas.of(shape).size
+    assert not raw[height:].any() and not raw[:, width:].any(), "texels past the atlas written"
+    return raw[:height, :width].astype(np.float32)

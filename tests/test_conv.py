@@ -333,6 +333,64 @@ def test_texture_of_a_tensor_read_in_place_names_keep(ctx):
             pipe.texture("h")
 
 
+# --- programs shared between layers ---------------------------------------------------------
+# No activation, Relu and Clip compile to one conv program (ACT_CLAMP, the bounds in uniforms),
+# and a direct pass carries no blocked-only define (stride and dilation along x), so layers
+# that differ only there share a program; each must still match the reference.
+def _siblings(case: ConvCase, activations: list) -> glcnn.graph.Graph:
+    nodes = []
+    for i, act in enumerate(activations):
+        attrs = case.attrs() | ({"activation": act} if act else {})
+        nodes.append(Node(case.op, f"y{i}", ["x"], attrs, case.weights(i)))
+    return glcnn.graph.Graph({"x": case.in_shape}, nodes, [n.name for n in nodes])
+
+
+def _run_siblings(ctx, graph, precision, strategy):
+    rng = np.random.default_rng(8)
+    feeds = [{"x": (rng.standard_normal(graph.inputs["x"]) * 2).astype(np.float32)}
+             for _ in range(3)]
+    if precision == "u8":
+        glcnn.calibrate(graph, feeds, ctx)
+    x = {"x": storable(feeds[0]["x"], precision)}
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy=strategy) as pipe:
+        programs = {id(p.program) for p in pipe.passes}
+        ys = pipe.run(x)
+    ref = reference.run(graph, x)
+    for node in graph.nodes:
+        what = f"{node.name} {node.attrs.get('activation')} {strategy}"
+        assert_close(ys[node.name], ref[node.name], precision, what)
+    return programs, ref
+
+
+# Clip bounds inside the outputs' range (about ±70) but wide enough that u8's input rounding
+# (≈ 0.1 before the clip) stays within its tolerance, which scales by max(1, |reference|).
+CLAMPED = [None, {"op": "Relu"}, {"op": "Clip", "min": -20.0, "max": 25.0}]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize(("case", "strategy"), [
+    (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(9, 9)), "direct"),
+    (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(9, 9)), "blocked"),
+    (ConvCase(T, 8, 4, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(5, 5)), "blocked"),
+], ids=lambda v: v.id("") if isinstance(v, ConvCase) else v)
+def test_no_activation_relu_and_clip_share_a_program(ctx, case, strategy, precision):
+    programs, ref = _run_siblings(ctx, _siblings(case, CLAMPED), precision, strategy)
+    assert len(programs) == 1
+    assert ref["y0"].min() < -20 and ref["y0"].max() > 25, "both bounds must clip"
+    assert (ref["y1"].min(), ref["y2"].min(), ref["y2"].max()) == (0, -20, 25)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+def test_direct_convs_of_other_strides_share_a_program(ctx, precision):
+    one = ConvCase(C, 8, 8, pads=(1, 1, 1, 1), group=8, hw=(9, 9))  # depthwise, as MobileNetV2
+    two = ConvCase(C, 8, 8, s=(2, 2), pads=(1, 1, 1, 1), group=8, hw=(9, 9))
+    d = ConvCase(C, 8, 8, d=(2, 2), pads=(2, 2, 2, 2), group=8, hw=(9, 9))
+    graph = _siblings(one, [None, None, None])
+    for node, case in zip(graph.nodes[1:], (two, d)):
+        node.attrs.update(case.attrs())
+    assert len(_run_siblings(ctx, graph, precision, "direct")[0]) == 1
+
+
 # --- hypothesis: random valid configurations --------------------------------------------
 MAX_CHANNELS = 16
 

@@ -79,6 +79,23 @@ def test_instancenorm_relu_fuses_into_the_normalise_pass(ctx, precision):
 
 
 # --- accuracy where E[x²] − E[x]² collapses ----------------------------------------------------
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_instancenorm_with_and_without_relu_share_a_program(ctx, precision):
+    shape = (6, 5, 7)
+    nodes = [Node("InstanceNormalization", "plain", ["x"], {}, _weights(6)),
+             Node("InstanceNormalization", "relu", ["x"], {"activation": {"op": "Relu"}},
+                  _weights(6, seed=1))]
+    graph = Graph({"x": shape}, nodes, ["plain", "relu"])
+    x = {"x": storable(random_inputs([shape], 3)[0] * 3, precision)}
+    with glcnn.Pipeline(graph, ctx, precision=precision) as pipe:
+        assert len({id(p.program) for p in pipe.passes}) == 1
+        ys = pipe.run(x)
+    ref = reference.run(graph, x)
+    for name in graph.outputs:
+        assert_close(ys[name], ref[name], precision, name)
+    assert ys["relu"].min() == 0 and ys["plain"].min() < 0
+
+
 def _large_mean(shape, seed=5):
     rng = np.random.default_rng(seed)
     return (1000 + 0.01 * rng.standard_normal(shape)).astype(np.float32)

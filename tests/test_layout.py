@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers import single_op_graph
+from helpers import atlas_texels, single_op_graph
 
 import glcnn
 from glcnn.layout import Atlas, pack, pack_channels, pack_filters, unpack
@@ -122,8 +122,7 @@ def test_texture_round_trip(ctx, c, hw, precision):
         pipe.upload("x0", x)
         np.testing.assert_array_equal(pipe.read("x0"), expected, err_msg=f"upload/read {what}")
         np.testing.assert_array_equal(pipe.run(x), expected, err_msg=f"shader pass {what}")
-        tex = pipe.texture("y")
-        raw = np.frombuffer(tex.read(), STORAGE[precision]).reshape(tex.height, tex.width, 4)
+        raw = atlas_texels(pipe.texture("y"), (c, *hw))  # the texture may be larger: zeros
         np.testing.assert_array_equal(raw, pack(expected).astype(STORAGE[precision]),
                                       err_msg=f"raw output texture vs layout.pack, {what}")
 
@@ -143,3 +142,15 @@ def test_fp16_shader_writes_are_within_one_ulp(ctx):
     ulp = 2.0 ** (np.floor(np.log2(np.abs(exact[normal]))) - 10)
     assert np.all(np.abs(y[normal] - exact[normal]) < ulp), "fp16 store off by ≥ 1 ulp"
     assert np.all(np.abs(y[~normal] - exact[~normal]) < 2.0**-24), "subnormal store off"
+
+
+# --- texture sides: never a power of two (Pipeline textures; llvmpipe compiles per pattern) ---
+def test_texture_side_is_the_next_size_that_is_not_a_power_of_two():
+    from glcnn.layout import texture_side
+    want = {1: 3, 2: 3, 3: 3, 4: 5, 7: 7, 8: 9, 24: 24, 64: 65, 1000: 1000, 4096: 4097}
+    assert {n: texture_side(n, 16384) for n in want} == want
+    for n in range(1, 5000):
+        side = texture_side(n, 16384)
+        assert side >= n and side & (side - 1) != 0 and side - n <= 2
+    assert texture_side(16384, 16384) == 16384  # no room: the size as it is
+    assert texture_side(4, 4) == 4 and texture_side(2, 4) == 3

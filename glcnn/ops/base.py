@@ -26,6 +26,9 @@ ACTIVATION_DEFAULTS = {
     "HardSigmoid": {"alpha": 0.2, "beta": 0.5},
     "Clip": {"min": -3.4e38, "max": 3.4e38},
 }
+# No activation, Relu and Clip as one form, clamp(x, lo, hi) or x (shaders/common.glsl,
+# ACT_CLAMP): the bounds of each; no activation sets u_act_on = 0.
+CLAMP_BOUNDS = {"Relu": (0.0, math.inf), "Clip": None}  # Clip: its min and max
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -74,6 +77,11 @@ class Op:
     shader: str = ""
     samplers: tuple[str, ...] = ("u_input",)
     takes_input_activation = False  # attrs["input_activation"] (convs: ops/conv.py)
+    # True: no activation, Relu and Clip share one program (ACT_CLAMP, the bounds and whether
+    # to clamp in uniforms). Worth it for ops whose programs take long to JIT and come in
+    # all three (MobileNetV2's 1x1 convs; fast style's InstanceNorm with and without Relu);
+    # costs a uniform branch per output texel.
+    clamp_activations = False
 
     def __init__(self, node: Node, in_shapes: list[tuple]):
         self.node = node
@@ -117,6 +125,12 @@ class Op:
         blocking"), the distance between the pixels of one block; None otherwise."""
         return None
 
+    def block_defines(self) -> dict:
+        """Defines that only compute_block() reads: the pipeline adds them to `defines()`
+        for a blocked pass only, so direct passes that differ in nothing else share a
+        program (each program costs 0.1-0.35 s of llvmpipe JIT at a cold first run)."""
+        return {}
+
     # --- shared helpers --------------------------------------------------------------
     def fail(self, message: str, error=ShapeError):
         raise error(f"layer {self.node.name!r} ({self.node.op}): {message}")
@@ -154,10 +168,17 @@ class Op:
         residual = ("u_residual",) if self.node.attrs.get("residual") else ()
         return self.samplers + residual
 
+    def _clamp_form(self) -> bool:
+        """Whether the epilogue's activation runs as ACT_CLAMP (see `clamp_activations`)."""
+        act = self.node.attrs.get("activation")
+        return self.clamp_activations and (act is None or act["op"] in CLAMP_BOUNDS)
+
     def all_defines(self) -> dict:
         out = dict(self.defines())
         act = self.node.attrs.get("activation")
-        if act:
+        if self._clamp_form():
+            out["ACT_CLAMP"] = 1
+        elif act:
             out["ACT_" + act["op"].upper()] = 1
         if self.node.attrs.get("residual"):
             out["RESIDUAL"] = 1
@@ -183,10 +204,14 @@ class Op:
     def all_uniforms(self) -> dict:
         out = dict(self.uniforms())
         act = self.node.attrs.get("activation")
+        if self._clamp_form():
+            out["u_act_on"] = int(act is not None)
         if act:
-            params = ACTIVATION_DEFAULTS[act["op"]]
-            values = [float(act.get(k, v)) for k, v in params.items()] + [0.0, 0.0]
-            out["u_act"] = tuple(values[:2])
+            bounds = CLAMP_BOUNDS.get(act["op"]) if self._clamp_form() else None
+            if bounds is None:  # the activation's parameters, in their order
+                params = ACTIVATION_DEFAULTS[act["op"]]
+                bounds = ([float(act.get(k, v)) for k, v in params.items()] + [0.0, 0.0])[:2]
+            out["u_act"] = tuple(bounds)
         return out
 
     def prelu_slope(self, channels: int) -> np.ndarray:

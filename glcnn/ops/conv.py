@@ -38,6 +38,7 @@ BLOCK_MIN_WORK = 16  # multiply-adds per output value below which a conv is not 
 
 class _ConvBase(Op):
     takes_input_activation = True
+    clamp_activations = True
 
     def check(self):
         self.x_shape = self.in_shapes[0]
@@ -102,8 +103,13 @@ class _ConvBase(Op):
         # every width (MobileNetV2's 1×1 convs: 24 -> 12 programs, cold load 5.1 -> 4.0 s;
         # runs within 1% of a constant bound on llvmpipe).
         extra |= {"WIDE_INPUT": 1} if variant == "DENSE" and padded > 4 else {"CG": padded}
-        return {variant: 1, "KH": self.W.shape[2], "KW": self.W.shape[3],
-                "STRIDE_X": self.strides[1], "DILATION_X": self.dilations[1]} | extra
+        return {variant: 1, "KH": self.W.shape[2], "KW": self.W.shape[3]} | extra
+
+    def block_defines(self):
+        # The column-sharing loop's span and pairing are unrolled at compile time; the direct
+        # form reads u_stride and u_dilation (MobileNetV2's stride-1 and stride-2 depthwise
+        # convs share one program).
+        return {"STRIDE_X": self.strides[1], "DILATION_X": self.dilations[1]}
 
     def _columns(self) -> int:
         """Input channels per filter tile row of the weight texture (DENSE pads to whole

@@ -32,6 +32,7 @@ ONE_PASS_MAX_POSITIONS = 4096
 @register("InstanceNormalization")
 class InstanceNormalization(Op):
     shader = "instancenorm.glsl"
+    clamp_activations = True
     stats_inputs = False  # True: mean and variance are inputs 1 and 2 (InstanceNormApply)
 
     def check(self):
