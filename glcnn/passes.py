@@ -27,6 +27,9 @@ from .ops.conv import INPUT_ACTIVATIONS
 from .ops.reduce import spatial_axes
 
 _CONVS = ("Conv", "ConvTranspose")
+# Ops with a fixed number of inputs whose epilogue can add a residual input (common.glsl
+# RESIDUAL): convs, and InstanceNorm as fast style's residual blocks end (IN -> Add).
+_RESIDUAL_HOSTS = _CONVS + ("InstanceNormalization", "InstanceNormApply")
 # Ops whose shader returns the op's own output from compute() (common.glsl applies the epilogue);
 # Concat hosts the ReLU of a U-Net's up path, Resize/Pad/pools/DepthToSpace that of others.
 _EPILOGUE_HOSTS = _CONVS + ("BatchNormalization", "Add", "Mul", "InstanceNormalization",
@@ -87,7 +90,8 @@ def _folded_weights(conv: Node, bn: Node) -> dict[str, np.ndarray]:
 
 
 def fuse_residual_add(graph: Graph) -> Graph:
-    """Move Add(conv, skip) into the conv's epilogue when the Add is the conv's only user.
+    """Move Add(conv, skip) into the conv's epilogue when the Add is the conv's only user
+    (likewise an InstanceNorm: `_RESIDUAL_HOSTS`).
 
     A broadcasting Add (skip of shape (C, 1, 1)) stays a pass of its own: the epilogue
     reads the residual texel by texel.
@@ -98,7 +102,7 @@ def fuse_residual_add(graph: Graph) -> Graph:
         for i, source in enumerate(add.inputs):
             conv = next((n for n in graph.nodes if n.name == source), None)
             skip = add.inputs[1 - i]
-            if (conv is None or conv.op not in _CONVS or conv.attrs.get("residual")
+            if (conv is None or conv.op not in _RESIDUAL_HOSTS or conv.attrs.get("residual")
                     or conv.attrs.get("activation") or _sole_consumer(graph, conv.name) is not add
                     or skip == conv.name or shapes[skip] != shapes[conv.name]):
                 continue

@@ -123,6 +123,25 @@ def test_fuse_residual_add(ctx, order, precision):
     assert fused.nodes[0].inputs == ["x", "x"] and fused.nodes[0].name == "add"
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("expand", [False, True], ids=["one-pass", "expanded"])
+def test_fuse_residual_add_into_instancenorm(ctx, precision, expand):
+    """A fast-style residual block ends conv -> InstanceNorm -> Add(x): the Add runs in the
+    normalising pass's epilogue, one pass and one program fewer."""
+    rng = np.random.default_rng(4)
+    norm = Node("InstanceNormalization", "norm", ["conv"], {},
+                {"scale": rng.uniform(0.5, 2, 4).astype(np.float32),
+                 "B": rng.standard_normal(4).astype(np.float32)})
+    graph = Graph({"x": (4, 5, 6)}, [_conv("conv", "x", 4, 4), norm,
+                                     Node("Add", "add", ["norm", "x"])], ["add"])
+    optimise = passes.fuse_residual_add
+    if expand:
+        optimise = lambda g: passes.fuse_residual_add(passes.expand_reductions(g))  # noqa: E731
+    fused = optimised_matches_original(ctx, graph, precision, optimise)
+    assert _signature(fused)[-1].endswith("+Add") and "Add" not in _signature(fused)
+    assert fused.nodes[-1].inputs[-1] == "x" and fused.nodes[-1].name == "add"
+
+
 def test_fuse_residual_add_of_two_convs_fuses_the_later_one(ctx):
     graph = Graph({"x": (3, 5, 5)}, [
         _conv("a", "x", 3, 5, seed=1), _conv("b", "x", 3, 5, seed=2),
