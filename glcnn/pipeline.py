@@ -18,7 +18,7 @@ from operator import methodcaller
 import moderngl
 import numpy as np
 
-from .context import Context
+from .context import BufferTexture, Context
 from .errors import ContextError, GlcnnError, ShapeError, TextureSizeError
 from .graph import Graph
 from .inputs import array_ndim, checked_input
@@ -64,6 +64,11 @@ def _gl_errors(method):
         except moderngl.Error as exc:
             raise ContextError(f"GL failure in Pipeline.{method.__name__}(): {exc}") from None
     return wrapper
+
+
+def _buffer_define(sampler: str) -> str:
+    """The define saying weight `sampler` is a buffer texture: u_weights -> WEIGHTS_BUFFER."""
+    return sampler.removeprefix("u_").upper() + "_BUFFER"
 
 
 def _zero_margin(tex, size: tuple[int, int], layers: int = 0) -> None:
@@ -140,6 +145,7 @@ class Pipeline:
         self.ctx.check_thread()
         self.graph, self.precision = graph, precision
         self.strategy = _strategy(strategy, self.ctx)
+        self._buffer_limit = self.ctx.max_buffer_texels
         self.ops, self.shapes = build_ops(graph)
         self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes) \
             if precision == "u8" else None
@@ -229,6 +235,7 @@ class Pipeline:
         """The #defines of `op`'s program when the tensors of `in_place` are left blocked:
         the op's own, u8 storage, and its blocked output and input forms. GL-free."""
         defines = op.all_defines() | ({"STORAGE_U8": 1} if self.u8 else {})
+        defines |= {_buffer_define(s): 1 for s in self._buffered(op)}
         blocking = self.blocking.get(op.node.name)
         if blocking:
             defines |= op.block_defines() | blocking.defines | {"BLOCKED_OUTPUT": 1}
@@ -237,6 +244,15 @@ class Pipeline:
             defines |= {"BLOCKED_INPUT": 1, "IN_BLOCK_X": source.block_x,
                         "IN_BLOCK_Y": source.block_y, "IN_BLOCK_STEP": source.step}
         return defines
+
+    def _buffered(self, op: Op) -> list[str]:
+        """The weight samplers of `op` held in buffer textures (Op.buffer_samplers): those
+        whose layout fits in one (GL_MAX_TEXTURE_BUFFER_SIZE texels)."""
+        if not op.buffer_samplers:
+            return []
+        shapes = op.all_texture_shapes()
+        return [s for s in op.buffer_samplers
+                if texture_side(shapes[s][0] * shapes[s][1], 1 << 31) <= self._buffer_limit]
 
     def _program_count(self, in_place: dict[str, Blocking]) -> int:
         """Distinct programs (ops' and unblock passes') with `in_place` left blocked."""
@@ -279,7 +295,11 @@ class Pipeline:
                                        f"{limit}×{limit}; use strategy='direct'")
         weight_bytes = 0
         for op in self.ops:
+            buffered = self._buffered(op)
             for sampler, (height, width, _) in op.all_texture_shapes().items():
+                if sampler in buffered:
+                    weight_bytes += texture_side(height * width, 1 << 31) * _WEIGHT_TEXEL_BYTES
+                    continue
                 if max(height, width) > limit:
                     raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "
                                            f"needs {width}×{height} texels; "
@@ -391,10 +411,16 @@ class Pipeline:
         source = self.blocked_tensors.get(op.node.inputs[0]) if op.node.inputs else None
         program = self.ctx.program(op.shader, self._defines(op, self.blocked_tensors), name)
         weights = []
-        for sampler, data in weight_data.items():
-            weights.append((sampler, self._weight_texture(data)))
-        inputs = list(zip(op.all_samplers(), op.node.inputs))
+        buffered = self._buffered(op)
         uniforms = dict(op.all_uniforms())
+        for sampler, data in weight_data.items():
+            if sampler in buffered:  # the layout row by row; the length never a power of two
+                texels = texture_side(data.shape[0] * data.shape[1], 1 << 31)
+                weights.append((sampler, self.ctx.buffer_texture(data, texels)))
+                uniforms[sampler + "_width"] = data.shape[1]
+            else:
+                weights.append((sampler, self._weight_texture(data)))
+        inputs = list(zip(op.all_samplers(), op.node.inputs))
         uniforms["u_out"] = self.shape_uniform(name)
         for sampler, tensor in inputs:
             uniforms[sampler + "_shape"] = self.shape_uniform(tensor)
@@ -620,7 +646,9 @@ class Pipeline:
     def weight_texture(self, layer: str, sampler: str = "u_weights") -> moderngl.Texture:
         """The weight texture `sampler` of `layer` (e.g. a conv's filter grid), its layout in
         the top-left corner (the op's `all_texture_shapes()` gives its size; the texture may
-        be larger, as `texture` says)."""
+        be larger, as `texture` says). A conv's filters are a `glcnn.context.BufferTexture`
+        (the same layout row by row in a buffer texture; it has `write` and `read` as a
+        moderngl.Texture) unless they hold more texels than the GL allows in one."""
         for p in self.passes:
             if p.op.node.name == layer:
                 for s, tex in p.weights:
@@ -669,7 +697,8 @@ class Pipeline:
         unique = {id(t): t for t in self.textures.values()}
         unique.update({id(t): t for p in self.passes for _, t in p.weights})
         unique.update({id(t): t for t in self._scratch.values()})
-        return sum(t.width * t.height * getattr(t, "layers", 1) * 4 * _DTYPE_BYTES[t.dtype]
+        return sum(16 * t.texels if isinstance(t, BufferTexture) else
+                   t.width * t.height * getattr(t, "layers", 1) * 4 * _DTYPE_BYTES[t.dtype]
                    for t in unique.values())
 
     def summary(self) -> str:

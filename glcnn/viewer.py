@@ -54,6 +54,7 @@ class Viewer:
         self.pipe = Pipeline(graph, self.ctx, keep="all")
         self.display = Display(self.ctx)
         self.bender = Bender(self.pipe)
+        self._mirror = None  # (op, 2D copy of its filters) for the filters panel
         self.source = source
         self.input_name, self.input_shape = next(iter(graph.inputs.items()))
         self.layers = [p.op.node.name for p in self.pipe.passes]
@@ -120,9 +121,27 @@ class Viewer:
             return None
         co = p.op.channels()[1]
         kh, kw = p.op.W.shape[2:]  # no re-orientation of the weights on the per-frame path
-        tex = dict(p.weights)["u_weights"]
         height, width, _ = p.op.all_texture_shapes()["u_weights"]  # the texture may be larger
-        return tex, (4, height, width), (kh, kw, width // kw, co)
+        return self._filter_image(p), (4, height, width), (kh, kw, width // kw, co)
+
+    def _filter_image(self, p):
+        """The pass's filter texture, or for filters in a buffer texture (which display.glsl
+        cannot sample) a 2D copy, made again when bending replaces the op."""
+        tex = dict(p.weights)["u_weights"]
+        if isinstance(tex, moderngl.Texture):
+            return tex
+        if self._mirror is None or self._mirror[0] is not p.op:
+            self._release_mirror()
+            data = p.op.all_textures()["u_weights"]
+            image = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
+                                        np.ascontiguousarray(data, np.float32), dtype="f4")
+            self._mirror = (p.op, image)
+        return self._mirror[1]
+
+    def _release_mirror(self):
+        if self._mirror is not None:
+            self._mirror[1].release()
+            self._mirror = None
 
     def draw(self):
         screen = self.ctx.gl.screen
@@ -198,6 +217,7 @@ class Viewer:
         """Release GL objects, the source and the window."""
         self.display.release()
         self.frame_input.release()
+        self._release_mirror()
         self.pipe.release()
         self.source.close()
         self.glfw.destroy_window(self.window)

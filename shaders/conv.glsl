@@ -3,7 +3,9 @@
 // and, with TRANSPOSED, ONNX/PyTorch ConvTranspose as a gather: output (oy, ox) sums the taps
 // whose input row satisfies iy*s - pad + ky*d = oy (exact multiples of the stride only);
 // glcnn/ops/conv.py re-orients its weights to (Co, Cg, kh, kw) so both share one layout.
-// Defines: TRANSPOSED (with UNIT_DILATION: loop only over taps in the stride phase);
+// Defines: WEIGHTS_BUFFER (the filters in a buffer texture: glcnn/pipeline.py chooses it
+//          where the GL allows that many texels in one);
+//          TRANSPOSED (with UNIT_DILATION: loop only over taps in the stride phase);
 //          KH, KW kernel size; CG input channels per group (padded to 4 for DENSE), or
 //          WIDE_INPUT instead (DENSE with several input slices per group: the count is the
 //          uniform u_cg_loop, so one program serves every width, and blocked passes share
@@ -23,8 +25,10 @@
 //           u_cog output channels per group, u_cg input channels per group,
 //           u_cg_loop (WIDE_INPUT: CG padded to whole slices), u_in_alpha (IN_ACT_LEAKYRELU).
 //           u_in_block (BLOCKED_INPUT: the producer's u_block).
-// Samplers: u_input (activation atlas, or with BLOCKED_INPUT a sampler2DArray), u_weights (layout.pack_filters of (Co, CG, KH, KW)),
-//           u_params (row 0: bias).
+// Samplers: u_input (activation atlas, or with BLOCKED_INPUT a sampler2DArray), u_weights
+//           (layout.pack_filters of (Co, CG, KH, KW); with WEIGHTS_BUFFER a samplerBuffer
+//           holding that layout row by row, u_weights_width texels a row), u_params (row 0:
+//           bias).
 //
 // Speed (DESIGN.md section 5; measured on llvmpipe, sound on every GL): the loops visit only
 // taps whose input lies inside the tile (bounds from taps()), so DENSE and DEPTHWISE never
@@ -42,7 +46,12 @@ uniform ivec4 u_in_block;
 uniform sampler2D u_input;
 #endif
 uniform ivec4 u_input_shape;
+#ifdef WEIGHTS_BUFFER
+uniform samplerBuffer u_weights;
+uniform int u_weights_width;  // texels per row of the filter layout
+#else
 uniform sampler2D u_weights;
+#endif
 uniform sampler2D u_params;
 uniform ivec2 u_stride;
 uniform ivec2 u_dilation;
@@ -78,9 +87,29 @@ vec4 input_activation(vec4 x) {
 
 vec2 weights_texel_size, input_texel_size;  // 1 / texture size, set by compute() or begin_block()
 
+// The filter layout (layout.pack_filters): row `slice * KH + ky` holds, per input channel c,
+// the KW taps of the slice's 4 output channels. A row is named by a weights_row and read
+// texel by texel with weights_texel: an index into a buffer texture (WEIGHTS_BUFFER, one
+// texelFetch, cheap on llvmpipe) or the texel centre of a 2D texture.
+#ifdef WEIGHTS_BUFFER
+#define WEIGHTS_ROW int
+WEIGHTS_ROW weights_row(int slice, int ky) { return (slice * KH + ky) * u_weights_width; }
+vec4 weights_texel(WEIGHTS_ROW row, int x) { return texelFetch(u_weights, row + x); }
+void begin_weights() {}
+#else
+#define WEIGHTS_ROW vec2
+WEIGHTS_ROW weights_row(int slice, int ky) {
+    return (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
+}
+vec4 weights_texel(WEIGHTS_ROW row, int x) {
+    return textureLod(u_weights, row + vec2(float(x) * weights_texel_size.x, 0.0), 0.0);
+}
+void begin_weights() { weights_texel_size = 1.0 / vec2(textureSize(u_weights, 0)); }
+#endif
+
 // Weights of input channel c at tap (ky, kx) for the 4 output channels of `slice`.
 vec4 tap(int c, int slice, int ky, int kx) {
-    return sample_texel(u_weights, weights_texel_size, ivec2(c * KW + kx, slice * KH + ky));
+    return weights_texel(weights_row(slice, ky), c * KW + kx);
 }
 
 // Input row/column read by output position `o` through kernel tap `k`; -1 (masked to zero
@@ -125,7 +154,7 @@ vec4 input_texel(ivec2 origin, int slice, int y, int x) {
 }
 
 vec4 compute(int slice, int oy, int ox) {
-    weights_texel_size = 1.0 / vec2(textureSize(u_weights, 0));
+    begin_weights();
     input_texel_size = 1.0 / vec2(textureSize(u_input, 0));
     vec4 acc = channel_params(u_params, slice, 0);
     ivec4 lanes = 4 * slice + ivec4(0, 1, 2, 3);
@@ -225,7 +254,7 @@ ivec3 block_taps(int o, int n, int k, int pad, int stride, int dilation, int siz
 // Common start of both forms below: texel sizes, block_acc = bias; returns the first input
 // slice the output slice reads.
 int begin_block(int slice) {
-    weights_texel_size = 1.0 / vec2(textureSize(u_weights, 0));
+    begin_weights();
     input_texel_size = 1.0 / vec2(textureSize(u_input, 0).xy);
     vec4 bias = channel_params(u_params, slice, 0);
     for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
@@ -236,15 +265,14 @@ int begin_block(int slice) {
 #endif
 }
 
-// Weights at kernel column kx of the tap row whose first column is `at` (texel centre, as a
-// texture coordinate), for input channels c..c+3; `next` steps from channel c to c + 1.
-WEIGHTS tap_weights(vec2 at, vec2 next, int c, int kx) {
-    vec2 p = at + float(c) * next + vec2(float(kx) * weights_texel_size.x, 0.0);
+// Weights at kernel column kx of tap row `row`, for input channels c..c+3.
+WEIGHTS tap_weights(WEIGHTS_ROW row, int c, int kx) {
+    int x = c * KW + kx;
 #ifdef DENSE
-    return mat4(textureLod(u_weights, p, 0.0), textureLod(u_weights, p + next, 0.0),
-                textureLod(u_weights, p + 2.0 * next, 0.0), textureLod(u_weights, p + 3.0 * next, 0.0));
+    return mat4(weights_texel(row, x), weights_texel(row, x + KW),
+                weights_texel(row, x + 2 * KW), weights_texel(row, x + 3 * KW));
 #else
-    return textureLod(u_weights, p, 0.0);
+    return weights_texel(row, x);
 #endif
 }
 
@@ -355,7 +383,6 @@ void compute_block(int slice, int oy, int ox) {
         column_inside[m] = uint(ix0 + m) < uint(u_input_shape.z);
     }
     ivec2 first_origin = first_tile(first_slice);
-    vec2 next_weight = vec2(KW * weights_texel_size.x, 0.0);
     int iy0 = source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y);  // in range: ty.x is a tap
     for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy0 += SRC_PER_TAP.y) {
         float row[BLOCK_Y];
@@ -366,7 +393,7 @@ void compute_block(int slice, int oy, int ox) {
             row[jy] = row_at(iy, row_layer[jy]);
             row_inside[jy] = uint(iy) < uint(u_input_shape.y);
         }
-        vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
+        WEIGHTS_ROW w_at = weights_row(slice, ky);
         ivec2 origin = first_origin;
         int s = first_slice;
         for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
@@ -375,7 +402,7 @@ void compute_block(int slice, int oy, int ox) {
             WEIGHTS w[NW];
             for (int t = 0; t < NW; ++t) {
                 int kx = tap_column(t);
-                w[t] = kx < KW ? tap_weights(w_at, next_weight, c, kx) : WEIGHTS(0.0);
+                w[t] = kx < KW ? tap_weights(w_at, c, kx) : WEIGHTS(0.0);
             }
             for (int jy = 0; jy < BLOCK_Y; ++jy) {
                 for (int m = 0; m < SPAN_X; ++m) {
@@ -401,7 +428,6 @@ void compute_block(int slice, int oy, int ox) {
     ivec2 src = ivec2(source(ox, tx.x, u_pad.x, u_stride.x, u_dilation.x),
                       source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y));
     ivec2 first_origin = first_tile(first_slice);
-    vec2 next_weight = vec2(KW * weights_texel_size.x, 0.0);
     int iy = src.y;
     for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy += SRC_PER_TAP.y) {
         int ix = src.x;
@@ -417,13 +443,13 @@ void compute_block(int slice, int oy, int ox) {
                 offset[j] = vec2(column_at(at.x, column_layer), row_at(at.y, row_layer));
                 layer[j] = row_layer + column_layer;
             }
-            vec2 w_at = (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
+            WEIGHTS_ROW w_at = weights_row(slice, ky);
             ivec2 origin = first_origin;
             int s = first_slice;
             for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
                 vec2 tile = vec2(origin) * input_texel_size;
                 mat2x4 range = storage_range(u_input_shape, s);
-                WEIGHTS w = tap_weights(w_at, next_weight, c, kx);
+                WEIGHTS w = tap_weights(w_at, c, kx);
                 for (int j = 0; j < BLOCK; ++j) {
                     vec4 stored = input_sample(tile + offset[j], layer[j]);
                     vec4 x = input_activation(decode_with(stored, range));

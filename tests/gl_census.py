@@ -37,7 +37,8 @@ def census(max_name: int | None = None) -> dict:
 
 
 def _texture_bytes(name: int) -> int:
-    """Bytes of texture `name`: a 2D texture, or else (binding it as 2D fails) a 2D array."""
+    """Bytes of texture `name`: a 2D texture, or else (binding it as 2D fails) a 2D array;
+    a buffer texture counts 0 (its bytes are its buffer's)."""
     while _gl.glGetError():
         pass
     target, layers = GL_TEXTURE_2D, 1
@@ -45,6 +46,8 @@ def _texture_bytes(name: int) -> int:
     if _gl.glGetError():  # GL_INVALID_OPERATION: the name was made for another target
         target = GL_TEXTURE_2D_ARRAY
         _gl.glBindTexture(target, name)
+        if _gl.glGetError():
+            return 0
     value = ctypes.c_int()
     dims = []
     for pname in (GL_TEXTURE_WIDTH, GL_TEXTURE_HEIGHT, GL_TEXTURE_INTERNAL_FORMAT,

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+import moderngl
 import numpy as np
 import pytest
 from helpers import assert_close, check_op, single_op_graph, storable
@@ -124,6 +125,28 @@ def test_named_case(ctx, case, variant, precision, strategy):
     assert case.make().variant() == variant, f"{case} should run the {variant} shader"
     check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(1), precision,
              strategy=strategy)
+
+
+# Filters live in buffer textures (texelFetch(samplerBuffer): a quarter of a 2D sample's cost
+# on llvmpipe) wherever the GL allows that many texels in one; every case above runs that way.
+# Bigger filter banks fall back to 2D textures: the same cases with no buffer allowed.
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("index", [0, 8, 19, 21, 28, 30], ids=lambda i: NAMED[i][0].id(""))
+def test_filters_in_2d_textures_when_no_buffer_is_large_enough(ctx, monkeypatch, index,
+                                                                  strategy, precision):
+    case = NAMED[index][0]
+    graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights(1))
+    with glcnn.Pipeline(graph, ctx, strategy=strategy) as pipe:
+        assert isinstance(dict(pipe.passes[0].weights)["u_weights"], glcnn.context.BufferTexture)
+    monkeypatch.setattr(glcnn.Context, "max_buffer_texels", property(lambda self: 0))
+    with glcnn.Pipeline(graph, ctx, strategy=strategy) as pipe:
+        assert isinstance(dict(pipe.passes[0].weights)["u_weights"], moderngl.Texture)
+    if precision == "u8":
+        check_u8(ctx, case, strategy)
+    else:
+        check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(1), precision,
+                 strategy=strategy)
 
 
 @pytest.mark.parametrize(("case", "strategy"), [

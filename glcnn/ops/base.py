@@ -82,6 +82,11 @@ class Op:
     # all three (MobileNetV2's 1x1 convs; fast style's InstanceNorm with and without Relu);
     # costs a uniform branch per output texel.
     clamp_activations = False
+    # Weight samplers the pipeline may give as buffer textures (texelFetch(samplerBuffer)),
+    # defining <NAME>_BUFFER (u_weights -> WEIGHTS_BUFFER) and the uniform <sampler>_width,
+    # the layout's row length; where the layout has more texels than the GL allows in one,
+    # a 2D texture as usual.
+    buffer_samplers: tuple[str, ...] = ()
 
     def __init__(self, node: Node, in_shapes: list[tuple]):
         self.node = node

@@ -39,6 +39,7 @@ BLOCK_MIN_WORK = 16  # multiply-adds per output value below which a conv is not 
 class _ConvBase(Op):
     takes_input_activation = True
     clamp_activations = True
+    buffer_samplers = ("u_weights",)
 
     def check(self):
         self.x_shape = self.in_shapes[0]
