@@ -34,9 +34,10 @@ _GL_DRAW_FRAMEBUFFER = 0x8CA9
 _GL_COLOR_ATTACHMENT0 = 0x8CE0
 _GL_FRAMEBUFFER_COMPLETE = 0x8CD5
 _GL_TEXTURE_BUFFER = 0x8C2A
-_GL_RGBA32F = 0x8814
 _GL_TEXTURE0 = 0x84C0
 _GL_SAMPLER_BUFFER = 0x8DC2
+_GL_FORMATS = {"f4": 0x8814, "f2": 0x881A, "f1": 0x8058}  # RGBA32F, RGBA16F, RGBA8
+_DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}
 
 
 class Context:
@@ -119,7 +120,10 @@ class Context:
         """A buffer texture of RGBA32F texels holding the (height, width, 4) layout `data`
         row by row, `texels` long (zeros past the data)."""
         self.check_thread()
-        return BufferTexture(self, data, texels)
+        height, width = data.shape[:2]
+        tex = BufferTexture(self, (width, height), max(texels or 0, width * height))
+        tex.write(data)
+        return tex
 
     def check_thread(self) -> None:
         """Raise ContextError if called from a thread other than the creating one."""
@@ -242,32 +246,37 @@ class Context:
 
 
 class BufferTexture:
-    """RGBA32F texels in a buffer object, read in shaders with texelFetch(samplerBuffer, i).
+    """RGBA texels in a buffer object, read in shaders with texelFetch(samplerBuffer, i).
 
     On llvmpipe such a fetch costs a quarter of a NEAREST sample of a 2D texture (measured:
     about 1.3 against 4.8 cycles per lane; no coordinate scaling, clamping or mip level to
     compute), and on GPUs it goes through the texture cache like any texture. glcnn keeps
-    conv filter banks in them (README "Speed"). moderngl has no buffer textures, so this
+    conv filter banks in them, and on software rasterisers copies a blocked conv's input atlas
+    into one before the pass (README "Speed"). moderngl has no buffer textures, so this
     holds a moderngl.Buffer and a texture name made through moderngl's GL loader; `use` and
     `release` mirror moderngl.Texture's.
     """
 
-    def __init__(self, ctx: Context, data: np.ndarray, texels: int | None = None):
-        self.height, self.width = data.shape[:2]  # of the layout it holds
-        data = np.ascontiguousarray(data, np.float32).reshape(-1)
-        self.texels = max(texels or 0, data.size // 4)
+    def __init__(self, ctx: Context, size: tuple[int, int], texels: int, dtype: str = "f4"):
+        """`texels` RGBA texels of `dtype` ("f4" float32, "f2" float16, "f1" unsigned
+        normalised bytes, as moderngl names them), zero, holding a layout of `size` =
+        (width, height) row by row."""
+        self.width, self.height = size
+        self.texels, self.dtype = texels, dtype
         self._ctx = ctx
-        self.buffer = ctx.gl.buffer(reserve=16 * self.texels)
-        self.buffer.write(data)
-        if 4 * self.texels > data.size:
-            self.buffer.write(bytes(4 * (4 * self.texels - data.size)), offset=4 * data.size)
+        self.buffer = ctx.gl.buffer(reserve=texels * 4 * _DTYPE_BYTES[dtype])
         name = ctypes.c_uint()
         ctx._gl_function("glGenTextures", None, ctypes.c_int, ctypes.POINTER(ctypes.c_uint))(
             1, ctypes.byref(name))
         self.glo = name.value
         self.use(ctx.gl.default_texture_unit)
         ctx._gl_function("glTexBuffer", None, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint)(
-            _GL_TEXTURE_BUFFER, _GL_RGBA32F, self.buffer.glo)
+            _GL_TEXTURE_BUFFER, _GL_FORMATS[dtype], self.buffer.glo)
+
+    def copy_from(self, texture: moderngl.Texture) -> None:
+        """Copy all of `texture` (of this size and dtype) into the buffer, row by row, on the
+        GL side (a pixel-pack read; no trip through Python)."""
+        texture.read_into(self.buffer)
 
     def use(self, location: int = 0) -> None:
         """Bind to texture unit `location` (as moderngl.Texture.use)."""
@@ -282,6 +291,9 @@ class BufferTexture:
     def write(self, data, viewport: tuple[int, int, int, int] | None = None) -> None:
         """Write float32 RGBA texels into the rectangle `viewport` = (x, y, w, h) of the
         layout (default: all of it), as moderngl.Texture.write does."""
+        if self.dtype != "f4":
+            raise GlcnnError(f"BufferTexture.write takes float32 texels; this one holds "
+                             f"{self.dtype}")
         x, y, w, h = viewport or (0, 0, self.width, self.height)
         rows = np.frombuffer(data, np.float32) if isinstance(data, bytes) else np.asarray(data)
         rows = np.ascontiguousarray(rows, np.float32).reshape(h, w * 4)
@@ -290,7 +302,7 @@ class BufferTexture:
 
     def read(self) -> bytes:
         """The layout's texels, row by row (as moderngl.Texture.read of a 2D texture)."""
-        return self.buffer.read(size=16 * self.width * self.height)
+        return self.buffer.read(size=4 * _DTYPE_BYTES[self.dtype] * self.width * self.height)
 
     def release(self) -> None:
         if self.glo:

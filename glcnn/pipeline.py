@@ -107,6 +107,7 @@ class Pass:
     weights: list[tuple[str, moderngl.Texture]]
     uniforms: dict
     unblock: Unblock | None = None  # set when the op runs spatially blocked
+    input_buffer: BufferTexture | None = None  # u_input, filled from the input before the draw
 
 
 class Pipeline:
@@ -156,6 +157,7 @@ class Pipeline:
         self._check_sizes(plan, memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
         self._scratch: dict[tuple[int, int], moderngl.TextureArray] = {}
+        self._input_buffers: dict[int, BufferTexture] = {}  # by id of the texture copied
         self._pbos: dict[str, moderngl.Buffer] = {}
         self.released, self.timings, self._runs = False, {}, 0
         try:
@@ -207,8 +209,11 @@ class Pipeline:
         is skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*),
         its producer writes one band per tile and every reader is a blocked DENSE conv taking
         it as its main input (conv.glsl BLOCKED_INPUT); never a graph output, a kept tensor,
-        or under GLCNN_DEBUG >= 4 (which reads every layer). Values are stored exactly as the
-        unblock pass would copy them. GL-free."""
+        or under GLCNN_DEBUG >= 4 (which reads every layer); and only where its readers cannot
+        read it as an input buffer instead (its atlas is over GL_MAX_TEXTURE_BUFFER_SIZE
+        texels), which is faster (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum
+        of 1500 runs, three process pairs). Values are stored exactly as the unblock pass
+        would copy them. GL-free."""
         if _debug() >= 4:
             return {}
         out = {}
@@ -216,6 +221,8 @@ class Pipeline:
             readers = [op for op in self.ops if name in op.node.inputs]
             texels = math.prod(Atlas.of(self.shapes[name]).size)
             macs = sum(op.flops() for op in readers) / 2 / texels
+            if any(self._reads_input_buffer(op, {}) for op in readers):
+                continue
             if (blocking.bands == 1 and readers and name not in keep
                     and (texels <= IN_PLACE_MAX_TEXELS or macs <= IN_PLACE_MAX_MACS)
                     and name not in self.graph.outputs
@@ -236,6 +243,8 @@ class Pipeline:
         the op's own, u8 storage, and its blocked output and input forms. GL-free."""
         defines = op.all_defines() | ({"STORAGE_U8": 1} if self.u8 else {})
         defines |= {_buffer_define(s): 1 for s in self._buffered(op)}
+        if self._reads_input_buffer(op, in_place):
+            defines |= {"INPUT_BUFFER": 1}
         blocking = self.blocking.get(op.node.name)
         if blocking:
             defines |= op.block_defines() | blocking.defines | {"BLOCKED_OUTPUT": 1}
@@ -244,6 +253,20 @@ class Pipeline:
             defines |= {"BLOCKED_INPUT": 1, "IN_BLOCK_X": source.block_x,
                         "IN_BLOCK_Y": source.block_y, "IN_BLOCK_STEP": source.step}
         return defines
+
+    def _reads_input_buffer(self, op: Op, in_place: dict[str, Blocking]) -> bool:
+        """Whether blocked `op` reads its input atlas from a buffer texture, copied from the
+        atlas before each draw (conv.glsl INPUT_BUFFER): a buffer fetch costs about a quarter
+        of a 2D sample on llvmpipe, and the copy, a pixel-pack read of the whole texture, far
+        less than the fetches it makes cheaper (README "Speed"). Blocked passes run on
+        software rasterisers only; an input read in place, or one too large for a buffer
+        texture, is sampled as before."""
+        if op.node.name not in self.blocking or not op.node.inputs:
+            return False
+        source = op.node.inputs[0]
+        if source in in_place:
+            return False
+        return math.prod(self._allocated(Atlas.of(self.shapes[source]).size)) <= self._buffer_limit
 
     def _buffered(self, op: Op) -> list[str]:
         """The weight samplers of `op` held in buffer textures (Op.buffer_samplers): those
@@ -310,6 +333,10 @@ class Pipeline:
                            * self._storage(name)[2] for name in set(plan.values()))
         tensor_bytes += sum(texel * math.prod(self._allocated(size)) * n
                             for size, n in self._scratch_sizes().items())
+        copied = {plan[op.node.inputs[0]] for op in self.ops
+                  if self._reads_input_buffer(op, self.blocked_tensors)}  # input buffers
+        tensor_bytes += sum(texel * math.prod(self._allocated(self._storage(name)[1]))
+                            for name in copied)
         if tensor_bytes + weight_bytes > budget:
             raise TextureSizeError(
                 f"model needs {mib(tensor_bytes + weight_bytes)} of textures "
@@ -421,6 +448,10 @@ class Pipeline:
             else:
                 weights.append((sampler, self._weight_texture(data)))
         inputs = list(zip(op.all_samplers(), op.node.inputs))
+        input_buffer = None
+        if self._reads_input_buffer(op, self.blocked_tensors):
+            input_buffer = self._input_buffer(self.textures[op.node.inputs[0]])
+            uniforms["u_input_width"] = input_buffer.width
         uniforms["u_out"] = self.shape_uniform(name)
         for sampler, tensor in inputs:
             uniforms[sampler + "_shape"] = self.shape_uniform(tensor)
@@ -435,13 +466,21 @@ class Pipeline:
         vao = self.ctx.gl.vertex_array(program, [])
         if name in self.blocked_tensors:  # no unblock: the targets are the tensor's layers
             mrt = self.ctx.layer_framebuffer(self.textures[name], blocking.targets, blocking.size)
-            return Pass(op, program, vao, mrt, inputs, weights, uniforms)
+            return Pass(op, program, vao, mrt, inputs, weights, uniforms, None, input_buffer)
         fbo = self._framebuffer(name)
         if blocking is None:
             return Pass(op, program, vao, fbo, inputs, weights, uniforms)
         unblock = self._make_unblock(name, blocking, fbo)
         mrt = self.ctx.layer_framebuffer(unblock.targets, blocking.targets, blocking.size)
-        return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock)
+        return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock, input_buffer)
+
+    def _input_buffer(self, texture: moderngl.Texture) -> BufferTexture:
+        """The buffer texture that `texture` is copied into for the passes reading it as an
+        input buffer (one per texture, shared by the tensors that recycle it)."""
+        if id(texture) not in self._input_buffers:
+            self._input_buffers[id(texture)] = BufferTexture(
+                self.ctx, texture.size, texture.width * texture.height, texture.dtype)
+        return self._input_buffers[id(texture)]
 
     def _make_unblock(self, name: str, blocking: Blocking, out: moderngl.Framebuffer):
         """The copy from `blocking`'s render targets (the layers of a texture array shared by
@@ -577,6 +616,9 @@ class Pipeline:
     def _draw(self, p: Pass) -> None:
         for unit, (_, tensor) in enumerate(p.inputs):
             self.textures[tensor].use(unit)
+        if p.input_buffer is not None:  # u_input: the input atlas, copied now
+            p.input_buffer.copy_from(self.textures[p.inputs[0][1]])
+            p.input_buffer.use(0)
         for unit, (_, tex) in enumerate(p.weights, len(p.inputs)):
             tex.use(unit)
         if self._ranges is not None and "u_ranges" in p.uniforms:
@@ -676,6 +718,9 @@ class Pipeline:
         for array in self._scratch.values():
             array.release()
         self._scratch.clear()
+        for buffer in self._input_buffers.values():
+            buffer.release()
+        self._input_buffers.clear()
         for pbo in self._pbos.values():
             pbo.release()
         self._pbos.clear()
@@ -697,7 +742,8 @@ class Pipeline:
         unique = {id(t): t for t in self.textures.values()}
         unique.update({id(t): t for p in self.passes for _, t in p.weights})
         unique.update({id(t): t for t in self._scratch.values()})
-        return sum(16 * t.texels if isinstance(t, BufferTexture) else
+        unique.update({id(t): t for t in self._input_buffers.values()})
+        return sum(t.texels * 4 * _DTYPE_BYTES[t.dtype] if isinstance(t, BufferTexture) else
                    t.width * t.height * getattr(t, "layers", 1) * 4 * _DTYPE_BYTES[t.dtype]
                    for t in unique.values())
 
@@ -706,7 +752,9 @@ class Pipeline:
         footer = (f"allocated {self.texture_bytes() / 2**20:.2f} MiB of textures with reuse "
                   f"on {self.ctx.renderer}; strategy {self.strategy}"
                   f" ({len(self.blocking)} of {len(self.ops)} layers blocked, "
-                  f"{len(self.blocked_tensors)} read in place without an unblock pass)")
+                  f"{sum(p.input_buffer is not None for p in self.passes)} reading their input "
+                  f"from a buffer texture, {len(self.blocked_tensors)} tensors read in place "
+                  "without an unblock pass)")
         return table(self.ops, self.shapes, self.precision, footer)
 
     def __repr__(self):

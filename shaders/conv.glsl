@@ -20,12 +20,15 @@
 //          every input texel as it is fetched; both map 0 to 0, so masked taps stay zero);
 //          BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (DENSE and BLOCKED_OUTPUT
 //          only): the input is the render-target array of the blocked conv that made it, read
-//          in place (its unblock pass is skipped, glcnn/pipeline.py), see "Blocked input" below.
+//          in place (its unblock pass is skipped, glcnn/pipeline.py), see "Blocked input" below;
+//          or INPUT_BUFFER (BLOCKED_OUTPUT only): the input atlas copied into a buffer texture,
+//          u_input_width texels a row (see "Input buffer").
 // Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
 //           u_cog output channels per group, u_cg input channels per group,
 //           u_cg_loop (WIDE_INPUT: CG padded to whole slices), u_in_alpha (IN_ACT_LEAKYRELU).
-//           u_in_block (BLOCKED_INPUT: the producer's u_block).
-// Samplers: u_input (activation atlas, or with BLOCKED_INPUT a sampler2DArray), u_weights
+//           u_in_block (BLOCKED_INPUT: the producer's u_block), u_input_width (INPUT_BUFFER).
+// Samplers: u_input (activation atlas; with BLOCKED_INPUT a sampler2DArray, with INPUT_BUFFER
+//           a samplerBuffer of the atlas texture row by row), u_weights
 //           (layout.pack_filters of (Co, CG, KH, KW); with WEIGHTS_BUFFER a samplerBuffer
 //           holding that layout row by row, u_weights_width texels a row), u_params (row 0:
 //           bias).
@@ -42,6 +45,9 @@
 #ifdef BLOCKED_INPUT
 uniform sampler2DArray u_input;
 uniform ivec4 u_in_block;
+#elif defined(INPUT_BUFFER)
+uniform samplerBuffer u_input;  // the input texture's texels row by row
+uniform int u_input_width;  // texels per row of that texture
 #else
 uniform sampler2D u_input;
 #endif
@@ -255,7 +261,9 @@ ivec3 block_taps(int o, int n, int k, int pad, int stride, int dilation, int siz
 // slice the output slice reads.
 int begin_block(int slice) {
     begin_weights();
+#ifndef INPUT_BUFFER
     input_texel_size = 1.0 / vec2(textureSize(u_input, 0).xy);
+#endif
     vec4 bias = channel_params(u_params, slice, 0);
     for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
 #ifdef DENSE
@@ -291,12 +299,13 @@ ivec2 blocked_axis(int x, int block) {
 }
 
 // Texture coordinate (relative to the tile) and layer of input column x and row y.
-float column_at(int x, out int layer) {
+#define INPUT_AXIS float
+INPUT_AXIS column_at(int x, out int layer) {
     ivec2 b = blocked_axis(x, IN_BLOCK_X);
     layer = b.y;
     return (float(b.x) + 0.5) * input_texel_size.x;
 }
-float row_at(int y, out int layer) {
+INPUT_AXIS row_at(int y, out int layer) {
     ivec2 b = blocked_axis(y, IN_BLOCK_Y);
     layer = b.y * IN_BLOCK_X;
     return (float(b.x) + 0.5) * input_texel_size.y;
@@ -313,16 +322,46 @@ ivec2 next_tile(ivec2 origin) {
     return origin.x < u_in_block.z * u_in_block.w ? origin : ivec2(0, origin.y + u_in_block.x);
 }
 
-vec4 input_sample(vec2 at, int layer) { return textureLod(u_input, vec3(at, float(layer)), 0.0); }
+#define INPUT_TILE vec2
+INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
+vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
+    return textureLod(u_input, vec3(tile + vec2(column, row), float(layer)), 0.0);
+}
 #else
-float column_at(int x, out int layer) {
+#ifdef INPUT_BUFFER
+// Input buffer (glcnn/pipeline.py copies the input texture into a buffer texture before the
+// pass): one texelFetch at index tile + row + column, cheaper on llvmpipe than a 2D sample.
+// Coordinates outside the input are clamped into the tile: their taps are masked anyway.
+#define INPUT_AXIS int
+#define INPUT_TILE int
+INPUT_AXIS column_at(int x, out int layer) {
+    layer = 0;
+    return clamp(x, 0, u_input_shape.z - 1);
+}
+INPUT_AXIS row_at(int y, out int layer) {
+    layer = 0;
+    return clamp(y, 0, u_input_shape.y - 1) * u_input_width;
+}
+INPUT_TILE tile_at(ivec2 origin) { return origin.y * u_input_width + origin.x; }
+vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
+    return texelFetch(u_input, tile + row + column);
+}
+#else
+#define INPUT_AXIS float
+#define INPUT_TILE vec2
+INPUT_AXIS column_at(int x, out int layer) {
     layer = 0;
     return (float(x) + 0.5) * input_texel_size.x;
 }
-float row_at(int y, out int layer) {
+INPUT_AXIS row_at(int y, out int layer) {
     layer = 0;
     return (float(y) + 0.5) * input_texel_size.y;
 }
+INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
+vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
+    return textureLod(u_input, tile + vec2(column, row), 0.0);
+}
+#endif
 
 ivec2 first_tile(int slice) { return tile_origin(u_input_shape, slice); }
 
@@ -333,7 +372,6 @@ ivec2 next_tile(ivec2 origin) {
     return origin.x < row_end ? origin : ivec2(0, origin.y + u_input_shape.y);
 }
 
-vec4 input_sample(vec2 at, int layer) { return textureLod(u_input, at, 0.0); }
 #endif
 
 #if defined(WIDE_INPUT) && (!defined(TRANSPOSED) || defined(UNIT_DILATION))
@@ -375,7 +413,7 @@ void compute_block(int slice, int oy, int ox) {
     int first_slice = begin_block(slice);
     ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
     int ix0 = first_column(ox);
-    float column[SPAN_X];  // texture x of each column's texel centre, relative to the tile
+    INPUT_AXIS column[SPAN_X];  // where each column lies in a tile (column_at)
     int column_layer[SPAN_X];  // and its part of the layer (BLOCKED_INPUT; else 0)
     bool column_inside[SPAN_X];
     for (int m = 0; m < SPAN_X; ++m) {
@@ -385,7 +423,7 @@ void compute_block(int slice, int oy, int ox) {
     ivec2 first_origin = first_tile(first_slice);
     int iy0 = source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y);  // in range: ty.x is a tap
     for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy0 += SRC_PER_TAP.y) {
-        float row[BLOCK_Y];
+        INPUT_AXIS row[BLOCK_Y];
         int row_layer[BLOCK_Y];
         bool row_inside[BLOCK_Y];
         for (int jy = 0; jy < BLOCK_Y; ++jy) {
@@ -397,7 +435,7 @@ void compute_block(int slice, int oy, int ox) {
         ivec2 origin = first_origin;
         int s = first_slice;
         for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
-            vec2 tile = vec2(origin) * input_texel_size;
+            INPUT_TILE tile = tile_at(origin);
             mat2x4 range = storage_range(u_input_shape, s);
             WEIGHTS w[NW];
             for (int t = 0; t < NW; ++t) {
@@ -406,8 +444,8 @@ void compute_block(int slice, int oy, int ox) {
             }
             for (int jy = 0; jy < BLOCK_Y; ++jy) {
                 for (int m = 0; m < SPAN_X; ++m) {
-                    vec2 at = tile + vec2(column[m], row[jy]);
-                    vec4 stored = input_sample(at, row_layer[jy] + column_layer[m]);
+                    vec4 stored = input_sample(tile, column[m], row[jy],
+                                               row_layer[jy] + column_layer[m]);
                     vec4 x = input_activation(decode_with(stored, range));
                     x = column_inside[m] && row_inside[jy] ? x : vec4(0.0);
                     for (int jx = 0; jx < BLOCK_X; ++jx) {
@@ -432,7 +470,7 @@ void compute_block(int slice, int oy, int ox) {
     for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy += SRC_PER_TAP.y) {
         int ix = src.x;
         for (int kx = tx.x; kx <= tx.y; kx += tx.z, ix += SRC_PER_TAP.x) {
-            vec2 offset[BLOCK];  // texel centre of each pixel's source, relative to the tile
+            INPUT_AXIS column[BLOCK], row[BLOCK];  // where each pixel's source lies in a tile
             int layer[BLOCK];  // and its layer (BLOCKED_INPUT; else 0)
             bool inside[BLOCK];
             for (int j = 0; j < BLOCK; ++j) {
@@ -440,18 +478,19 @@ void compute_block(int slice, int oy, int ox) {
                 inside[j] = uint(at.x) < uint(u_input_shape.z) &&
                             uint(at.y) < uint(u_input_shape.y);
                 int column_layer, row_layer;
-                offset[j] = vec2(column_at(at.x, column_layer), row_at(at.y, row_layer));
+                column[j] = column_at(at.x, column_layer);
+                row[j] = row_at(at.y, row_layer);
                 layer[j] = row_layer + column_layer;
             }
             WEIGHTS_ROW w_at = weights_row(slice, ky);
             ivec2 origin = first_origin;
             int s = first_slice;
             for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
-                vec2 tile = vec2(origin) * input_texel_size;
+                INPUT_TILE tile = tile_at(origin);
                 mat2x4 range = storage_range(u_input_shape, s);
                 WEIGHTS w = tap_weights(w_at, c, kx);
                 for (int j = 0; j < BLOCK; ++j) {
-                    vec4 stored = input_sample(tile + offset[j], layer[j]);
+                    vec4 stored = input_sample(tile, column[j], row[j], layer[j]);
                     vec4 x = input_activation(decode_with(stored, range));
                     block_acc[j] += w * (inside[j] ? x : vec4(0.0));
                 }

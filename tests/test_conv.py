@@ -139,7 +139,7 @@ def test_filters_in_2d_textures_when_no_buffer_is_large_enough(ctx, monkeypatch,
     graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights(1))
     with glcnn.Pipeline(graph, ctx, strategy=strategy) as pipe:
         assert isinstance(dict(pipe.passes[0].weights)["u_weights"], glcnn.context.BufferTexture)
-    monkeypatch.setattr(glcnn.Context, "max_buffer_texels", property(lambda self: 0))
+    _no_buffers(monkeypatch)
     with glcnn.Pipeline(graph, ctx, strategy=strategy) as pipe:
         assert isinstance(dict(pipe.passes[0].weights)["u_weights"], moderngl.Texture)
     if precision == "u8":
@@ -296,13 +296,40 @@ IN_PLACE = [  # (first, second, residual, why)
 ]
 
 
+def _no_buffers(monkeypatch):
+    """A GL that offers no buffer texture large enough: filters in 2D textures, inputs sampled
+    from their atlas or read in place."""
+    monkeypatch.setattr(glcnn.Context, "max_buffer_texels", property(lambda self: 0))
+
+
 def _in_place_ids(v):
     return v.id("") if isinstance(v, ConvCase) else str(v).replace(" ", "_")[:40]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
 @pytest.mark.parametrize(("first", "second", "residual", "why"), IN_PLACE, ids=_in_place_ids)
+def test_blocked_readers_take_input_buffers_over_in_place(ctx, first, second, residual, why,
+                                                          precision):
+    """Where buffer textures are large enough, a blocked conv reads its input atlas copied
+    into one (conv.glsl INPUT_BUFFER) rather than its producer's array in place."""
+    graph = _chain(first, second, residual)
+    rng = np.random.default_rng(6)
+    feeds = [{"x": (rng.standard_normal(first.in_shape) * 2).astype(np.float32)}
+             for _ in range(3)]
+    if precision == "u8":
+        glcnn.calibrate(graph, feeds, ctx)
+    x = {"x": storable(feeds[0]["x"], precision)}
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
+        assert pipe.blocked_tensors == {}, why
+        assert all(p.input_buffer is not None for p in pipe.passes), why
+        y = pipe.run(x)
+    assert_close(y, reference.run(graph, x)["y"], precision, why)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize(("first", "second", "residual", "why"), IN_PLACE, ids=_in_place_ids)
 def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual, why, precision):
+    _no_buffers(monkeypatch)  # in place only where input buffers cannot be had
     graph = _chain(first, second, residual)
     rng = np.random.default_rng(6)
     feeds = [{"x": (rng.standard_normal(first.in_shape) * 2).astype(np.float32)}
@@ -322,9 +349,10 @@ def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual,
         np.testing.assert_array_equal(copied.run(x), y, err_msg=why)
 
 
-def test_blocked_tensor_stays_an_atlas_when_it_must(ctx):
+def test_blocked_tensor_stays_an_atlas_when_it_must(ctx, monkeypatch):
     """Not in place: read by a non-conv, a graph output, kept, too big and busy to pay, or
     when the readers' in-place programs would outnumber the unblock programs saved."""
+    _no_buffers(monkeypatch)
     first, second = IN_PLACE[0][:2]
     graph = _chain(first, second, extra_reader="Relu")
     with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
@@ -349,7 +377,8 @@ def test_blocked_tensor_stays_an_atlas_when_it_must(ctx):
         assert pipe.blocked_tensors == {}
 
 
-def test_texture_of_a_tensor_read_in_place_names_keep(ctx):
+def test_texture_of_a_tensor_read_in_place_names_keep(ctx, monkeypatch):
+    _no_buffers(monkeypatch)
     first, second = IN_PLACE[0][:2]
     with glcnn.Pipeline(_chain(first, second), ctx, strategy="blocked") as pipe:
         with pytest.raises(glcnn.GlcnnError, match=r"'h' stays in the blocked.*keep=\['h'\]"):
