@@ -306,19 +306,24 @@ def _in_place_ids(v):
     return v.id("") if isinstance(v, ConvCase) else str(v).replace(" ", "_")[:40]
 
 
-@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
-@pytest.mark.parametrize(("first", "second", "residual", "why"), IN_PLACE, ids=_in_place_ids)
-def test_blocked_readers_take_input_buffers_over_in_place(ctx, first, second, residual, why,
-                                                          precision):
-    """Where buffer textures are large enough, a blocked conv reads its input atlas copied
-    into one (conv.glsl INPUT_BUFFER) rather than its producer's array in place."""
+def _chain_and_input(ctx, first, second, residual, precision):
+    """The two-conv graph of an IN_PLACE case (calibrated for u8) and an input for it."""
     graph = _chain(first, second, residual)
     rng = np.random.default_rng(6)
     feeds = [{"x": (rng.standard_normal(first.in_shape) * 2).astype(np.float32)}
              for _ in range(3)]
     if precision == "u8":
         glcnn.calibrate(graph, feeds, ctx)
-    x = {"x": storable(feeds[0]["x"], precision)}
+    return graph, {"x": storable(feeds[0]["x"], precision)}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize(("first", "second", "residual", "why"), IN_PLACE, ids=_in_place_ids)
+def test_blocked_readers_take_input_buffers_over_in_place(ctx, first, second, residual, why,
+                                                          precision):
+    """Where buffer textures are large enough, a blocked conv reads its input atlas copied
+    into one (conv.glsl INPUT_BUFFER) rather than its producer's array in place."""
+    graph, x = _chain_and_input(ctx, first, second, residual, precision)
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
         assert pipe.blocked_tensors == {}, why
         assert all(p.input_buffer is not None for p in pipe.passes), why
@@ -330,13 +335,7 @@ def test_blocked_readers_take_input_buffers_over_in_place(ctx, first, second, re
 @pytest.mark.parametrize(("first", "second", "residual", "why"), IN_PLACE, ids=_in_place_ids)
 def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual, why, precision):
     _no_buffers(monkeypatch)  # in place only where input buffers cannot be had
-    graph = _chain(first, second, residual)
-    rng = np.random.default_rng(6)
-    feeds = [{"x": (rng.standard_normal(first.in_shape) * 2).astype(np.float32)}
-             for _ in range(3)]
-    if precision == "u8":
-        glcnn.calibrate(graph, feeds, ctx)
-    x = {"x": storable(feeds[0]["x"], precision)}
+    graph, x = _chain_and_input(ctx, first, second, residual, precision)
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
         assert set(pipe.blocked_tensors) == {"h"}, why
         assert "h" in pipe.blocking and "y" in pipe.blocking
