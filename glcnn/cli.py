@@ -14,12 +14,12 @@ a layer diverged (so scripts and CI can gate on it).
 """
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from . import debug
 from .errors import GlcnnError, ShapeError
 from .inputs import IMAGE_SUFFIXES, read_image, read_npy
 from .precision import TOLERANCE
@@ -226,21 +226,13 @@ def main(argv=None) -> int:
                     "bench": cmd_bench}
         status = commands[args.command](args)
     except GlcnnError as exc:
-        if _debug_level() >= 1:
+        if debug.level() >= 1:
             raise
         print(f"glcnn {args.command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     return status or 0
-
-
-def _debug_level() -> int:
-    """GLCNN_DEBUG as a level: unset, empty, "0" or not a number all mean 0."""
-    try:
-        return int(os.environ.get("GLCNN_DEBUG", "0") or 0)
-    except ValueError:
-        return 0
 
 
 if __name__ == "__main__":

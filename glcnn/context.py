@@ -17,6 +17,7 @@ import threading
 import moderngl
 import numpy as np
 
+from . import debug
 from .errors import ContextError, GlcnnError, ShaderCompileError
 from .resources import resource_path, shader_text
 
@@ -37,7 +38,7 @@ _GL_TEXTURE_BUFFER = 0x8C2A
 _GL_TEXTURE0 = 0x84C0
 _GL_SAMPLER_BUFFER = 0x8DC2
 _GL_FORMATS = {"f4": 0x8814, "f2": 0x881A, "f1": 0x8058}  # RGBA32F, RGBA16F, RGBA8
-_DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}
+DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}  # bytes per channel of a texture dtype
 
 
 class Context:
@@ -209,11 +210,11 @@ class Context:
                 raise ShaderCompileError(str(resource_path("shaders", shader)), layer, defines,
                                          str(exc), excerpt(source, str(exc))) from None
             self.compiles += 1
-            if _debug() >= 2:
+            if debug.level() >= 2:
                 print(f"[glcnn] compiled {shader} for {layer} {defines}")
-            if _debug() >= 3:
+            if debug.level() >= 3:
                 print(f"[glcnn] GLSL for {layer} ({shader}):\n{source}")
-        elif _debug() >= 2:
+        elif debug.level() >= 2:
             print(f"[glcnn] program cache hit: {shader} for {layer}")
         return self.programs[key]
 
@@ -264,7 +265,7 @@ class BufferTexture:
         self.width, self.height = size
         self.texels, self.dtype = texels, dtype
         self._ctx = ctx
-        self.buffer = ctx.gl.buffer(reserve=texels * 4 * _DTYPE_BYTES[dtype])
+        self.buffer = ctx.gl.buffer(reserve=texels * 4 * DTYPE_BYTES[dtype])
         name = ctypes.c_uint()
         ctx._gl_function("glGenTextures", None, ctypes.c_int, ctypes.POINTER(ctypes.c_uint))(
             1, ctypes.byref(name))
@@ -302,7 +303,7 @@ class BufferTexture:
 
     def read(self) -> bytes:
         """The layout's texels, row by row (as moderngl.Texture.read of a 2D texture)."""
-        return self.buffer.read(size=4 * _DTYPE_BYTES[self.dtype] * self.width * self.height)
+        return self.buffer.read(size=4 * DTYPE_BYTES[self.dtype] * self.width * self.height)
 
     def release(self) -> None:
         if self.glo:
@@ -321,13 +322,6 @@ def _create(backend):
     except Exception as exc:  # moderngl/glcontext raise bare Exceptions here
         raise ContextError(f"cannot create an OpenGL 3.3 context (backend={backend}): {exc}; "
                            f"{INSTALL_HINT}") from None
-
-
-def _debug() -> int:
-    try:
-        return int(os.environ.get("GLCNN_DEBUG", "0"))
-    except ValueError:
-        return 0
 
 
 COMMON_LINE_OFFSET = 10000

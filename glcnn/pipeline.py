@@ -7,10 +7,8 @@ share a texture), compiles each distinct program once, and records one pass per 
 
 import contextlib
 import functools
-import math
 import os
 import time
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from operator import methodcaller
@@ -18,36 +16,22 @@ from operator import methodcaller
 import moderngl
 import numpy as np
 
-from .context import BufferTexture, Context
-from .errors import ContextError, GlcnnError, ShapeError, TextureSizeError
+from . import debug
+from .context import DTYPE_BYTES, BufferTexture, Context
+from .errors import ContextError, GlcnnError, ShapeError
 from .graph import Graph
 from .inputs import array_ndim, checked_input
 from .layout import Atlas, Blocking, pack, texture_side, unpack
 from .limits import memory_budget as memory_budget_bytes
-from .limits import mib
 from .ops import Op, build_ops
+from .plan import Plan
 from .precision import NUMPY_DTYPE, TEXTURE_DTYPE, U8Ranges
 from .summary import table
 
 PRECISIONS = TEXTURE_DTYPE
 STRATEGIES = ("direct", "blocked")
 READBACKS = (True, False, "texture", "async")
-BLOCK_SHAPE = (2, 4)  # (rows, cols) of output pixels per fragment in "blocked" passes
-# ... and for convs (not transposed) with outputs at least WIDE_FROM columns wide, where a
-# block row of 8 shares more input columns (measured on llvmpipe: a 3×3 stride-2 conv to
-# 128² 1.26× faster, 3×3 and 1×1 stride-1 convs 1.05-1.1×; 2×4 stays better below 32).
-WIDE_BLOCK_SHAPE, WIDE_FROM = (1, 8), 32
-MAX_BLOCK = 8  # render targets per pass that every GL 3.3 offers (GL_MAX_DRAW_BUFFERS ≥ 8)
-# When a tensor is left in its producer's blocked layout for the next convs to read in place
-# (Pipeline._blocked_tensors): skipping the unblock pass saves a pass (a fixed cost) and a copy
-# of the tensor, but each read of the array costs a little more than an atlas read (layer
-# arithmetic), so it pays on small tensors (up to IN_PLACE_MAX_TEXELS RGBA texels) and on
-# tensors whose readers do little work per texel (at most IN_PLACE_MAX_MACS multiply-adds).
-IN_PLACE_MAX_TEXELS = 4096
-IN_PLACE_MAX_MACS = 1024
-_DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}
 RANGES_UNIT = 15  # texture unit of the u8 ranges texture (ops use fewer units)
-_WEIGHT_TEXEL_BYTES = 16  # weight textures are RGBA32F
 
 
 def _gl_errors(method):
@@ -66,16 +50,11 @@ def _gl_errors(method):
     return wrapper
 
 
-def _buffer_define(sampler: str) -> str:
-    """The define saying weight `sampler` is a buffer texture: u_weights -> WEIGHTS_BUFFER."""
-    return sampler.removeprefix("u_").upper() + "_BUFFER"
-
-
 def _zero_margin(tex, size: tuple[int, int], layers: int = 0) -> None:
     """Zero the texels of `tex` (a texture, or with `layers` an array) outside its
     (width, height) = `size` corner: a right strip and a bottom strip."""
     width, height = size
-    texel = 4 * _DTYPE_BYTES[tex.dtype]
+    texel = 4 * DTYPE_BYTES[tex.dtype]
     depth = (0, layers) if layers else ()
     strips = ((width, 0, tex.width - width, tex.height), (0, height, width, tex.height - height))
     for x, y, w, h in strips:
@@ -146,15 +125,13 @@ class Pipeline:
         self.ctx.check_thread()
         self.graph, self.precision = graph, precision
         self.strategy = _strategy(strategy, self.ctx)
-        self._buffer_limit = self.ctx.max_buffer_texels
         self.ops, self.shapes = build_ops(graph)
         self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes) \
             if precision == "u8" else None
-        self.blocking = self._blocking()
         keep = set(self.shapes) if keep == "all" else set(keep)
-        self.blocked_tensors = self._blocked_tensors(keep)
-        plan = self._plan(keep)
-        self._check_sizes(plan, memory_budget_bytes(memory_budget))
+        self.plan = Plan(graph, self.ops, self.shapes, self.ctx, precision, self.strategy, keep)
+        self.blocking, self.blocked_tensors = self.plan.blocking, self.plan.blocked_tensors
+        self.plan.check_sizes(memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
         self._scratch: dict[tuple[int, int], moderngl.TextureArray] = {}
         self._input_buffers: dict[int, BufferTexture] = {}  # by id of the texture copied
@@ -166,11 +143,11 @@ class Pipeline:
             with ThreadPoolExecutor(2) as pool:
                 weights = pool.map(methodcaller("all_textures"), self.ops)
                 self._ranges = self._ranges_texture()
-                self.textures, self._owner = self._allocate(plan)
+                self.textures, self._owner = self._allocate(self.plan.texture_of)
                 for name in graph.outputs:  # run(readback="async") downloads into these
                     tex = self.textures[name]
                     self._pbos[name] = self.ctx.gl.buffer(
-                        reserve=tex.width * tex.height * 4 * _DTYPE_BYTES[tex.dtype])
+                        reserve=tex.width * tex.height * 4 * DTYPE_BYTES[tex.dtype])
                 for op, data in zip(self.ops, weights):
                     self.passes.append(self._make_pass(op, data))
             self.ctx.check_error(f"compiling {len(self.ops)} layers")
@@ -180,175 +157,11 @@ class Pipeline:
             raise
 
     # --- compile -----------------------------------------------------------------------
-    def _blocking(self) -> dict[str, Blocking]:
-        """Layer name -> how it runs spatially blocked, for the ops that do (GL-free)."""
-        if self.strategy != "blocked":
-            return {}
-        out = {}
-        for op in self.ops:
-            step = op.block_step()
-            if step is None:
-                continue
-            _, h, w = op.output_shape()
-            by, bx = WIDE_BLOCK_SHAPE if step == 1 and w >= WIDE_FROM else BLOCK_SHAPE
-            if by * bx > MAX_BLOCK:
-                raise GlcnnError(f"block shape {(by, bx)} needs {by * bx} render targets; "
-                                 f"the shaders write at most {MAX_BLOCK}")
-            # Blocked when a block holds more than one output pixel. An output smaller than a
-            # block still gets the whole block (the extra pixels are computed and dropped):
-            # a block shape of its own would be one more program pair to JIT-compile for a
-            # tiny layer (pix2pix's 2×2 bottleneck: 15 -> 11 programs, same run time).
-            if min(by, math.ceil(h / step)) * min(bx, math.ceil(w / step)) > 1:
-                out[op.node.name] = Blocking(op.output_shape(), by, bx, step,
-                                             self.ctx.max_texture_size, self.ctx.spread_width)
-        return out
-
-    def _blocked_tensors(self, keep: set) -> dict[str, Blocking]:
-        """Tensors left in the blocked layout of the conv that made them (name -> its
-        Blocking): the next convs read its render-target array in place, so its unblock pass
-        is skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*),
-        its producer writes one band per tile and every reader is a blocked DENSE conv taking
-        it as its main input (conv.glsl BLOCKED_INPUT); never a graph output, a kept tensor,
-        or under GLCNN_DEBUG >= 4 (which reads every layer); and only where its readers cannot
-        read it as an input buffer instead (its atlas is over GL_MAX_TEXTURE_BUFFER_SIZE
-        texels), which is faster (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum
-        of 1500 runs, three process pairs). Values are stored exactly as the unblock pass
-        would copy them. GL-free."""
-        if _debug() >= 4:
-            return {}
-        out = {}
-        for name, blocking in self.blocking.items():
-            readers = [op for op in self.ops if name in op.node.inputs]
-            texels = math.prod(Atlas.of(self.shapes[name]).size)
-            macs = sum(op.flops() for op in readers) / 2 / texels
-            if any(self._reads_input_buffer(op, {}) for op in readers):
-                continue
-            if (blocking.bands == 1 and readers and name not in keep
-                    and (texels <= IN_PLACE_MAX_TEXELS or macs <= IN_PLACE_MAX_MACS)
-                    and name not in self.graph.outputs
-                    and all(op.node.name in self.blocking and op.node.inputs.index(name) == 0
-                            and op.node.inputs.count(name) == 1
-                            and getattr(op, "variant", lambda: None)() == "DENSE"
-                            for op in readers)):
-                out[name] = blocking
-        # Each reader reading in place is a program variant of its own, compiled cold in
-        # ~0.2-0.5 s on llvmpipe: worth it only where the unblock programs it saves make up
-        # for it (MobileNetV2: 13 -> 15 programs for 1-3 % of run time; autoencoder: 6 -> 5).
-        if out and self._program_count(out) > self._program_count({}):
-            return {}
-        return out
-
-    def _defines(self, op: Op, in_place: dict[str, Blocking]) -> dict:
-        """The #defines of `op`'s program when the tensors of `in_place` are left blocked:
-        the op's own, u8 storage, and its blocked output and input forms. GL-free."""
-        defines = op.all_defines() | ({"STORAGE_U8": 1} if self.u8 else {})
-        defines |= {_buffer_define(s): 1 for s in self._buffered(op)}
-        if self._reads_input_buffer(op, in_place):
-            defines |= {"INPUT_BUFFER": 1}
-        blocking = self.blocking.get(op.node.name)
-        if blocking:
-            defines |= op.block_defines() | blocking.defines | {"BLOCKED_OUTPUT": 1}
-        source = in_place.get(op.node.inputs[0]) if op.node.inputs else None
-        if source is not None:  # read the producer's render-target array in place
-            defines |= {"BLOCKED_INPUT": 1, "IN_BLOCK_X": source.block_x,
-                        "IN_BLOCK_Y": source.block_y, "IN_BLOCK_STEP": source.step}
-        return defines
-
-    def _reads_input_buffer(self, op: Op, in_place: dict[str, Blocking]) -> bool:
-        """Whether blocked `op` reads its input atlas from a buffer texture, copied from the
-        atlas before each draw (conv.glsl INPUT_BUFFER): a buffer fetch costs about a quarter
-        of a 2D sample on llvmpipe, and the copy, a pixel-pack read of the whole texture, far
-        less than the fetches it makes cheaper (README "Speed"). Blocked passes run on
-        software rasterisers only; an input read in place, or one too large for a buffer
-        texture, is sampled as before."""
-        if op.node.name not in self.blocking or not op.node.inputs:
-            return False
-        source = op.node.inputs[0]
-        if source in in_place:
-            return False
-        return math.prod(self._allocated(Atlas.of(self.shapes[source]).size)) <= self._buffer_limit
-
-    def _buffered(self, op: Op) -> list[str]:
-        """The weight samplers of `op` held in buffer textures (Op.buffer_samplers): those
-        whose layout fits in one (GL_MAX_TEXTURE_BUFFER_SIZE texels)."""
-        if not op.buffer_samplers:
-            return []
-        shapes = op.all_texture_shapes()
-        return [s for s in op.buffer_samplers
-                if texture_side(shapes[s][0] * shapes[s][1], 1 << 31) <= self._buffer_limit]
-
-    def _program_count(self, in_place: dict[str, Blocking]) -> int:
-        """Distinct programs (ops' and unblock passes') with `in_place` left blocked."""
-        keys = {(op.shader, tuple(sorted(self._defines(op, in_place).items())))
-                for op in self.ops}
-        keys |= {("unblock", tuple(sorted(b.defines.items())))
-                 for name, b in self.blocking.items() if name not in in_place}
-        return len(keys)
-
-    def _storage(self, name: str) -> tuple:
-        """What tensor `name` is stored in, (kind, size, layers): ("atlas", size, 1) or
-        ("blocked", render-target size, render targets) for a texture array."""
-        blocking = self.blocked_tensors.get(name)
-        if blocking is None:
-            return ("atlas", Atlas.of(self.shapes[name]).size, 1)
-        return ("blocked", blocking.size, blocking.targets)
-
-    def _scratch_sizes(self) -> dict[tuple[int, int], int]:
-        """Render-target size -> how many of that size (layers of one texture array) the
-        blocked passes need at once."""
-        need = defaultdict(int)
-        for name, b in self.blocking.items():
-            if name not in self.blocked_tensors:  # those render into their own array
-                need[b.size] = max(need[b.size], b.targets)
-        return need
-
-    def _check_sizes(self, plan: dict[str, str], budget: int):
-        """Refuse, before allocating anything, a texture larger than GL_MAX_TEXTURE_SIZE
-        or more texture bytes in all (with the reuse of `plan`) than `budget`."""
-        limit = self.ctx.max_texture_size
-        for name, shape in self.shapes.items():
-            if max(Atlas.of(shape).size) > limit:
-                raise TextureSizeError(f"tensor {name!r} of shape {shape} needs a "
-                                       f"{Atlas.of(shape).size} texture; this GL allows "
-                                       f"{limit}×{limit} ({self.ctx.renderer})")
-        for name, blocking in self.blocking.items():
-            if max(blocking.size) > limit:
-                raise TextureSizeError(f"layer {name!r}: its blocked render targets need "
-                                       f"{blocking.size} texels; this GL allows "
-                                       f"{limit}×{limit}; use strategy='direct'")
-        weight_bytes = 0
-        for op in self.ops:
-            buffered = self._buffered(op)
-            for sampler, (height, width, _) in op.all_texture_shapes().items():
-                if sampler in buffered:
-                    weight_bytes += texture_side(height * width, 1 << 31) * _WEIGHT_TEXEL_BYTES
-                    continue
-                if max(height, width) > limit:
-                    raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "
-                                           f"needs {width}×{height} texels; "
-                                           f"this GL allows {limit}×{limit}")
-                weight_bytes += math.prod(self._allocated((width, height))) * _WEIGHT_TEXEL_BYTES
-        texel = 4 * _DTYPE_BYTES[PRECISIONS[self.precision]]
-        tensor_bytes = sum(texel * math.prod(self._allocated(self._storage(name)[1]))
-                           * self._storage(name)[2] for name in set(plan.values()))
-        tensor_bytes += sum(texel * math.prod(self._allocated(size)) * n
-                            for size, n in self._scratch_sizes().items())
-        copied = {plan[op.node.inputs[0]] for op in self.ops
-                  if self._reads_input_buffer(op, self.blocked_tensors)}  # input buffers
-        tensor_bytes += sum(texel * math.prod(self._allocated(self._storage(name)[1]))
-                            for name in copied)
-        if tensor_bytes + weight_bytes > budget:
-            raise TextureSizeError(
-                f"model needs {mib(tensor_bytes + weight_bytes)} of textures "
-                f"({mib(tensor_bytes)} of {self.precision} activations, {mib(weight_bytes)} "
-                f"of weights), over the memory budget of {mib(budget)}; raise it with "
-                "Pipeline(memory_budget=...) or GLCNN_MEMORY_BUDGET, or use a smaller input")
-
     def _weight_texture(self, data: np.ndarray) -> moderngl.Texture:
         """An RGBA32F texture holding the (height, width, 4) layout `data` in its corner, its
         sides never powers of two (layout.texture_side), the margin zero."""
         height, width = data.shape[:2]
-        tex = self.ctx.gl.texture(self._allocated((width, height)), 4, dtype="f4")
+        tex = self.ctx.gl.texture(self.plan.allocated((width, height)), 4, dtype="f4")
         tex.write(np.ascontiguousarray(data, np.float32), viewport=(0, 0, width, height))
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
         tex.repeat_x = tex.repeat_y = False
@@ -371,8 +184,8 @@ class Pipeline:
         return c, h, w, cols | (self.u8.ids[name] << 16 if self.u8 else 0)
 
     def _new_texture(self, name: str) -> moderngl.Texture | moderngl.TextureArray:
-        """Storage for tensor `name`: its atlas, or a texture array (`_blocked_tensors`)."""
-        kind, size, layers = self._storage(name)
+        """Storage for tensor `name`: its atlas, or a texture array (`Plan.blocked_tensors`)."""
+        kind, size, layers = self.plan.storage(name)
         return self._new_image(size, layers if kind == "blocked" else 0)
 
     def _new_image(self, size: tuple[int, int], layers: int = 0):
@@ -384,7 +197,7 @@ class Pipeline:
         (`_framebuffer`), readers address texels by shape, and the margin stays zero.
         """
         dtype = PRECISIONS[self.precision]
-        full = self._allocated(size)
+        full = self.plan.allocated(size)
         tex = (self.ctx.gl.texture_array((*full, layers), 4, dtype=dtype) if layers
                else self.ctx.gl.texture(full, 4, dtype=dtype))
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
@@ -392,33 +205,11 @@ class Pipeline:
         _zero_margin(tex, size, layers)
         return tex
 
-    def _allocated(self, size: tuple[int, int]) -> tuple[int, int]:
-        """The (width, height) of the texture that holds a `size` layout (`_new_image`)."""
-        limit = self.ctx.max_texture_size
-        return texture_side(size[0], limit), texture_side(size[1], limit)
-
     def _framebuffer(self, name: str) -> moderngl.Framebuffer:
         """A framebuffer drawing into the atlas corner of tensor `name`'s texture."""
         fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
         fbo.viewport = fbo.scissor = (0, 0, *Atlas.of(self.shapes[name]).size)
         return fbo
-
-    def _plan(self, keep) -> dict[str, str]:
-        """Tensor name -> the tensor whose texture it will use (itself for a new one):
-        a texture whose tensor's last reader has run is recycled for a later one of the
-        same size and kind (`_storage`), unless either is kept, a graph input or a graph
-        output. GL-free."""
-        pinned = keep | set(self.graph.inputs) | set(self.graph.outputs)
-        last_use = {t: i for i, node in enumerate(self.graph.nodes) for t in node.inputs}
-        plan = {name: name for name in self.graph.inputs}
-        free = defaultdict(list)
-        for i, node in enumerate(self.graph.nodes):
-            reusable = free[self._storage(node.name)] if node.name not in pinned else []
-            plan[node.name] = reusable.pop() if reusable else node.name
-            for t in set(node.inputs):
-                if last_use[t] == i and t not in pinned:
-                    free[self._storage(t)].append(plan[t])
-        return plan
 
     def _allocate(self, plan: dict[str, str]):
         """The textures of `plan` (filled into self.textures as they are made, so that a
@@ -436,9 +227,9 @@ class Pipeline:
         name = op.node.name
         blocking = self.blocking.get(name)
         source = self.blocked_tensors.get(op.node.inputs[0]) if op.node.inputs else None
-        program = self.ctx.program(op.shader, self._defines(op, self.blocked_tensors), name)
+        program = self.ctx.program(op.shader, self.plan.defines(op, self.blocked_tensors), name)
         weights = []
-        buffered = self._buffered(op)
+        buffered = self.plan.buffered(op)
         uniforms = dict(op.all_uniforms())
         for sampler, data in weight_data.items():
             if sampler in buffered:  # the layout row by row; the length never a power of two
@@ -449,7 +240,7 @@ class Pipeline:
                 weights.append((sampler, self._weight_texture(data)))
         inputs = list(zip(op.all_samplers(), op.node.inputs))
         input_buffer = None
-        if self._reads_input_buffer(op, self.blocked_tensors):
+        if self.plan.reads_input_buffer(op, self.blocked_tensors):
             input_buffer = self._input_buffer(self.textures[op.node.inputs[0]])
             uniforms["u_input_width"] = input_buffer.width
         uniforms["u_out"] = self.shape_uniform(name)
@@ -488,7 +279,7 @@ class Pipeline:
         behind `out`."""
         if blocking.size not in self._scratch:
             self._scratch[blocking.size] = self._new_image(
-                blocking.size, self._scratch_sizes()[blocking.size])
+                blocking.size, self.plan.scratch_sizes()[blocking.size])
         program = self.ctx.program("unblock.glsl", blocking.defines | {"CUSTOM_MAIN": 1}, name)
         uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform,
                     "u_bands": blocking.band_uniform, "u_blocks": 0}
@@ -566,12 +357,12 @@ class Pipeline:
         For inputs written on the GPU, e.g. a camera frame pre-processed by the viewer into
         `texture(input_name)`.
         """
-        debug = _debug()
+        level = debug.level()
         for p in self.passes:
-            start = time.perf_counter() if debug else 0.0
+            start = time.perf_counter() if level else 0.0
             self._draw(p)
-            if debug:
-                self._debug_pass(p, start, debug)
+            if level:
+                self._debug_pass(p, start, level)
 
     def _feeds(self, inputs, named) -> dict:
         feeds = dict(named)
@@ -743,8 +534,8 @@ class Pipeline:
         unique.update({id(t): t for p in self.passes for _, t in p.weights})
         unique.update({id(t): t for t in self._scratch.values()})
         unique.update({id(t): t for t in self._input_buffers.values()})
-        return sum(t.texels * 4 * _DTYPE_BYTES[t.dtype] if isinstance(t, BufferTexture) else
-                   t.width * t.height * getattr(t, "layers", 1) * 4 * _DTYPE_BYTES[t.dtype]
+        return sum(t.texels * 4 * DTYPE_BYTES[t.dtype] if isinstance(t, BufferTexture) else
+                   t.width * t.height * getattr(t, "layers", 1) * 4 * DTYPE_BYTES[t.dtype]
                    for t in unique.values())
 
     def summary(self) -> str:
@@ -798,9 +589,3 @@ def _strategy(strategy: str | None, ctx: Context) -> str:
                          f"{', '.join(STRATEGIES)} (Pipeline(strategy=...) or GLCNN_STRATEGY)")
     return strategy
 
-
-def _debug() -> int:
-    try:
-        return int(os.environ.get("GLCNN_DEBUG", "0"))
-    except ValueError:
-        return 0

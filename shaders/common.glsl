@@ -190,7 +190,7 @@ vec4 epilogue(vec4 v, int slice, int y, int x) {
     return encode(v, u_out, slice);
 }
 
-// Spatial blocking (DESIGN.md section 5; glcnn/pipeline.py chooses it per context). One
+// Spatial blocking (DESIGN.md section 5; glcnn/plan.py chooses it per context). One
 // fragment computes BLOCK = BLOCK_Y x BLOCK_X output pixels of one slice, BLOCK_STEP apart
 // (1 for a conv; the stride for a transposed conv, so the pixels share their kernel taps), and
 // writes pixel j = (j / BLOCK_X, j % BLOCK_X) of its block to render target j. Each weight

@@ -3,7 +3,7 @@
 // and, with TRANSPOSED, ONNX/PyTorch ConvTranspose as a gather: output (oy, ox) sums the taps
 // whose input row satisfies iy*s - pad + ky*d = oy (exact multiples of the stride only);
 // glcnn/ops/conv.py re-orients its weights to (Co, Cg, kh, kw) so both share one layout.
-// Defines: WEIGHTS_BUFFER (the filters in a buffer texture: glcnn/pipeline.py chooses it
+// Defines: WEIGHTS_BUFFER (the filters in a buffer texture: glcnn/plan.py chooses it
 //          where the GL allows that many texels in one);
 //          TRANSPOSED (with UNIT_DILATION: loop only over taps in the stride phase);
 //          KH, KW kernel size; CG input channels per group (padded to 4 for DENSE), or
@@ -20,7 +20,7 @@
 //          every input texel as it is fetched; both map 0 to 0, so masked taps stay zero);
 //          BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (DENSE and BLOCKED_OUTPUT
 //          only): the input is the render-target array of the blocked conv that made it, read
-//          in place (its unblock pass is skipped, glcnn/pipeline.py), see "Blocked input" below;
+//          in place (its unblock pass is skipped, glcnn/plan.py), see "Blocked input" below;
 //          or INPUT_BUFFER (BLOCKED_OUTPUT only): the input atlas copied into a buffer texture,
 //          u_input_width texels a row (see "Input buffer").
 // Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
@@ -39,7 +39,7 @@
 // (sample_texel), about twice as fast as texelFetch on llvmpipe and exact everywhere; the
 // innermost loop walks the group's input slices tile by tile, with no integer division
 // (llvmpipe scalarises it) and no per-tap address setup repeated for every slice.
-// Blocked (chosen by glcnn/pipeline.py on software rasterisers): BLOCK pixels per fragment
+// Blocked (chosen by glcnn/plan.py on software rasterisers): BLOCK pixels per fragment
 // share each weight fetch, and neighbouring pixels share input fetches (see compute_block).
 
 #ifdef BLOCKED_INPUT

@@ -192,8 +192,8 @@ def test_which_layers_run_blocked(ctx, case, blocked):
 @pytest.mark.parametrize("shape", [(4, 2), (1, 8), (3, 1), (2, 2)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_other_block_shapes(ctx, monkeypatch, shape):
     """The named cases with other (rows, cols) blocks than the default."""
-    monkeypatch.setattr(glcnn.pipeline, "BLOCK_SHAPE", shape)
-    monkeypatch.setattr(glcnn.pipeline, "WIDE_BLOCK_SHAPE", shape)
+    monkeypatch.setattr(glcnn.plan, "BLOCK_SHAPE", shape)
+    monkeypatch.setattr(glcnn.plan, "WIDE_BLOCK_SHAPE", shape)
     for case, _ in NAMED:
         check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(2), strategy="blocked")
 
@@ -255,7 +255,7 @@ def test_blocked_grid_wraps_rows(ctx, monkeypatch):
 
 
 # --- blocked input: a small tensor left in its conv's render-target array ---------------------
-# Pipeline._blocked_tensors leaves a blocked conv's output in its texture array when every reader
+# Plan._blocked_tensors leaves a blocked conv's output in its texture array when every reader
 # is a blocked DENSE conv, which then reads it in place (conv.glsl BLOCKED_INPUT) instead of an
 # unblock pass copying it to an atlas. Each chain x -> h -> y below must leave h in place, match
 # the float64 reference at every precision, and equal bit for bit the same chain with h copied.
@@ -341,8 +341,8 @@ def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual,
         assert "h" in pipe.blocking and "y" in pipe.blocking
         y = pipe.run(x)
     assert_close(y, reference.run(graph, x)["y"], precision, why)
-    monkeypatch.setattr(glcnn.pipeline, "IN_PLACE_MAX_TEXELS", -1)
-    monkeypatch.setattr(glcnn.pipeline, "IN_PLACE_MAX_MACS", -1)
+    monkeypatch.setattr(glcnn.plan, "IN_PLACE_MAX_TEXELS", -1)
+    monkeypatch.setattr(glcnn.plan, "IN_PLACE_MAX_MACS", -1)
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as copied:
         assert copied.blocked_tensors == {}
         np.testing.assert_array_equal(copied.run(x), y, err_msg=why)
@@ -372,7 +372,7 @@ def test_blocked_tensor_stays_an_atlas_when_it_must(ctx, monkeypatch):
         assert pipe.blocked_tensors == {}
     same = IN_PLACE[0][0]  # h and y one program: y in place would be a second one
     with glcnn.Pipeline(_chain(same, same), ctx, strategy="blocked") as pipe:
-        assert pipe._program_count({"h": pipe.blocking["h"]}) > pipe._program_count({})
+        assert pipe.plan.program_count({"h": pipe.blocking["h"]}) > pipe.plan.program_count({})
         assert pipe.blocked_tensors == {}
 
 

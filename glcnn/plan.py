@@ -1,0 +1,257 @@
+"""How a Pipeline will run a graph, decided before any GL object exists (GL-free).
+
+`Plan` makes the decisions that depend only on shapes, ops and the context's limits:
+which convs run spatially blocked and with which block (`blocking`), which tensors stay in
+their producer's blocked layout for the next convs to read in place (`blocked_tensors`),
+which convs read their input atlas from a buffer texture and which filter banks live in one,
+each op's program defines, which tensors share a texture (`texture_of`), and whether the
+textures fit the GL and the memory budget (`check_sizes`). `glcnn.pipeline.Pipeline` then
+allocates, compiles and draws what the plan says.
+"""
+
+import math
+from collections import defaultdict
+
+from . import debug
+from .context import DTYPE_BYTES
+from .errors import GlcnnError, TextureSizeError
+from .graph import Graph
+from .layout import Atlas, Blocking, texture_side
+from .limits import mib
+from .ops import Op
+from .precision import TEXTURE_DTYPE
+
+BLOCK_SHAPE = (2, 4)  # (rows, cols) of output pixels per fragment in "blocked" passes
+# ... and for convs (not transposed) with outputs at least WIDE_FROM columns wide, where a
+# block row of 8 shares more input columns (measured on llvmpipe: a 3×3 stride-2 conv to
+# 128² 1.26× faster, 3×3 and 1×1 stride-1 convs 1.05-1.1×; 2×4 stays better below 32).
+WIDE_BLOCK_SHAPE, WIDE_FROM = (1, 8), 32
+MAX_BLOCK = 8  # render targets per pass that every GL 3.3 offers (GL_MAX_DRAW_BUFFERS ≥ 8)
+# When a tensor is left in its producer's blocked layout for the next convs to read in place
+# (Plan._blocked_tensors): skipping the unblock pass saves a pass (a fixed cost) and a copy
+# of the tensor, but each read of the array costs a little more than an atlas read (layer
+# arithmetic), so it pays on small tensors (up to IN_PLACE_MAX_TEXELS RGBA texels) and on
+# tensors whose readers do little work per texel (at most IN_PLACE_MAX_MACS multiply-adds).
+IN_PLACE_MAX_TEXELS = 4096
+IN_PLACE_MAX_MACS = 1024
+WEIGHT_TEXEL_BYTES = 16  # weight textures are RGBA32F
+
+
+def buffer_define(sampler: str) -> str:
+    """The define saying weight `sampler` is a buffer texture: u_weights -> WEIGHTS_BUFFER."""
+    return sampler.removeprefix("u_").upper() + "_BUFFER"
+
+
+class Plan:
+    """The GL-free decisions of a Pipeline (see the module docstring).
+
+    Args:
+        graph, ops, shapes: the network, its ops and tensor shapes (glcnn.ops.build_ops).
+        ctx: the glcnn.Context; only its limits are read (max_texture_size, spread_width,
+            max_buffer_texels, renderer).
+        precision: "fp32", "fp16" or "u8".
+        strategy: "blocked" or "direct" (glcnn.pipeline.Pipeline's argument).
+        keep: tensor names that must keep a texture of their own.
+    Raises:
+        GlcnnError: a block shape needing more render targets than MAX_BLOCK.
+    """
+
+    def __init__(self, graph: Graph, ops: list[Op], shapes: dict, ctx, precision: str,
+                 strategy: str, keep: set):
+        self.graph, self.ops, self.shapes, self.ctx = graph, ops, shapes, ctx
+        self.precision, self.strategy = precision, strategy
+        self._buffer_limit = ctx.max_buffer_texels
+        self.blocking = self._blocking()
+        self.blocked_tensors = self._blocked_tensors(keep)
+        self.texture_of = self._recycle(keep)
+
+    def _blocking(self) -> dict[str, Blocking]:
+        """Layer name -> how it runs spatially blocked, for the ops that do."""
+        if self.strategy != "blocked":
+            return {}
+        out = {}
+        for op in self.ops:
+            step = op.block_step()
+            if step is None:
+                continue
+            _, h, w = op.output_shape()
+            by, bx = WIDE_BLOCK_SHAPE if step == 1 and w >= WIDE_FROM else BLOCK_SHAPE
+            if by * bx > MAX_BLOCK:
+                raise GlcnnError(f"block shape {(by, bx)} needs {by * bx} render targets; "
+                                 f"the shaders write at most {MAX_BLOCK}")
+            # Blocked when a block holds more than one output pixel. An output smaller than a
+            # block still gets the whole block (the extra pixels are computed and dropped):
+            # a block shape of its own would be one more program pair to JIT-compile for a
+            # tiny layer (pix2pix's 2×2 bottleneck: 15 -> 11 programs, same run time).
+            if min(by, math.ceil(h / step)) * min(bx, math.ceil(w / step)) > 1:
+                out[op.node.name] = Blocking(op.output_shape(), by, bx, step,
+                                             self.ctx.max_texture_size, self.ctx.spread_width)
+        return out
+
+    def _blocked_tensors(self, keep: set) -> dict[str, Blocking]:
+        """Tensors left in the blocked layout of the conv that made them (name -> its
+        Blocking): the next convs read its render-target array in place, so its unblock pass
+        is skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*),
+        its producer writes one band per tile and every reader is a blocked DENSE conv taking
+        it as its main input (conv.glsl BLOCKED_INPUT); never a graph output, a kept tensor,
+        or under GLCNN_DEBUG >= 4 (which reads every layer); and only where its readers cannot
+        read it as an input buffer instead (its atlas is over GL_MAX_TEXTURE_BUFFER_SIZE
+        texels), which is faster (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum
+        of 1500 runs, three process pairs). Values are stored exactly as the unblock pass
+        would copy them."""
+        if debug.level() >= 4:
+            return {}
+        out = {}
+        for name, blocking in self.blocking.items():
+            readers = [op for op in self.ops if name in op.node.inputs]
+            texels = math.prod(Atlas.of(self.shapes[name]).size)
+            macs = sum(op.flops() for op in readers) / 2 / texels
+            if any(self.reads_input_buffer(op, {}) for op in readers):
+                continue
+            if (blocking.bands == 1 and readers and name not in keep
+                    and (texels <= IN_PLACE_MAX_TEXELS or macs <= IN_PLACE_MAX_MACS)
+                    and name not in self.graph.outputs
+                    and all(op.node.name in self.blocking and op.node.inputs.index(name) == 0
+                            and op.node.inputs.count(name) == 1
+                            and getattr(op, "variant", lambda: None)() == "DENSE"
+                            for op in readers)):
+                out[name] = blocking
+        # Each reader reading in place is a program variant of its own, compiled cold in
+        # ~0.2-0.5 s on llvmpipe: worth it only where the unblock programs it saves make up
+        # for it (MobileNetV2: 13 -> 15 programs for 1-3 % of run time; autoencoder: 6 -> 5).
+        if out and self.program_count(out) > self.program_count({}):
+            return {}
+        return out
+
+    def defines(self, op: Op, in_place: dict[str, Blocking]) -> dict:
+        """The #defines of `op`'s program when the tensors of `in_place` are left blocked:
+        the op's own, u8 storage, and its blocked output and input forms."""
+        defines = op.all_defines() | ({"STORAGE_U8": 1} if self.precision == "u8" else {})
+        defines |= {buffer_define(s): 1 for s in self.buffered(op)}
+        if self.reads_input_buffer(op, in_place):
+            defines |= {"INPUT_BUFFER": 1}
+        blocking = self.blocking.get(op.node.name)
+        if blocking:
+            defines |= op.block_defines() | blocking.defines | {"BLOCKED_OUTPUT": 1}
+        source = in_place.get(op.node.inputs[0]) if op.node.inputs else None
+        if source is not None:  # read the producer's render-target array in place
+            defines |= {"BLOCKED_INPUT": 1, "IN_BLOCK_X": source.block_x,
+                        "IN_BLOCK_Y": source.block_y, "IN_BLOCK_STEP": source.step}
+        return defines
+
+    def reads_input_buffer(self, op: Op, in_place: dict[str, Blocking]) -> bool:
+        """Whether blocked `op` reads its input atlas from a buffer texture, copied from the
+        atlas before each draw (conv.glsl INPUT_BUFFER): a buffer fetch costs about a quarter
+        of a 2D sample on llvmpipe, and the copy, a pixel-pack read of the whole texture, far
+        less than the fetches it makes cheaper (README "Speed"). Blocked passes run on
+        software rasterisers only; an input read in place, or one too large for a buffer
+        texture, is sampled as before."""
+        if op.node.name not in self.blocking or not op.node.inputs:
+            return False
+        source = op.node.inputs[0]
+        if source in in_place:
+            return False
+        return math.prod(self.allocated(Atlas.of(self.shapes[source]).size)) <= self._buffer_limit
+
+    def buffered(self, op: Op) -> list[str]:
+        """The weight samplers of `op` held in buffer textures (Op.buffer_samplers): those
+        whose layout fits in one (GL_MAX_TEXTURE_BUFFER_SIZE texels)."""
+        if not op.buffer_samplers:
+            return []
+        shapes = op.all_texture_shapes()
+        return [s for s in op.buffer_samplers
+                if texture_side(shapes[s][0] * shapes[s][1], 1 << 31) <= self._buffer_limit]
+
+    def program_count(self, in_place: dict[str, Blocking]) -> int:
+        """Distinct programs (ops' and unblock passes') with `in_place` left blocked."""
+        keys = {(op.shader, tuple(sorted(self.defines(op, in_place).items())))
+                for op in self.ops}
+        keys |= {("unblock", tuple(sorted(b.defines.items())))
+                 for name, b in self.blocking.items() if name not in in_place}
+        return len(keys)
+
+    def storage(self, name: str) -> tuple:
+        """What tensor `name` is stored in, (kind, size, layers): ("atlas", size, 1) or
+        ("blocked", render-target size, render targets) for a texture array."""
+        blocking = self.blocked_tensors.get(name)
+        if blocking is None:
+            return ("atlas", Atlas.of(self.shapes[name]).size, 1)
+        return ("blocked", blocking.size, blocking.targets)
+
+    def scratch_sizes(self) -> dict[tuple[int, int], int]:
+        """Render-target size -> how many of that size (layers of one texture array) the
+        blocked passes need at once."""
+        need = defaultdict(int)
+        for name, b in self.blocking.items():
+            if name not in self.blocked_tensors:  # those render into their own array
+                need[b.size] = max(need[b.size], b.targets)
+        return need
+
+    def check_sizes(self, budget: int) -> None:
+        """Refuse, before allocating anything, a texture larger than GL_MAX_TEXTURE_SIZE
+        or more texture bytes in all (with the reuse of `texture_of`) than `budget`.
+
+        Raises:
+            TextureSizeError: naming the tensor or layer and the limit.
+        """
+        limit = self.ctx.max_texture_size
+        for name, shape in self.shapes.items():
+            if max(Atlas.of(shape).size) > limit:
+                raise TextureSizeError(f"tensor {name!r} of shape {shape} needs a "
+                                       f"{Atlas.of(shape).size} texture; this GL allows "
+                                       f"{limit}×{limit} ({self.ctx.renderer})")
+        for name, blocking in self.blocking.items():
+            if max(blocking.size) > limit:
+                raise TextureSizeError(f"layer {name!r}: its blocked render targets need "
+                                       f"{blocking.size} texels; this GL allows "
+                                       f"{limit}×{limit}; use strategy='direct'")
+        weight_bytes = 0
+        for op in self.ops:
+            buffered = self.buffered(op)
+            for sampler, (height, width, _) in op.all_texture_shapes().items():
+                if sampler in buffered:
+                    weight_bytes += texture_side(height * width, 1 << 31) * WEIGHT_TEXEL_BYTES
+                    continue
+                if max(height, width) > limit:
+                    raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "
+                                           f"needs {width}×{height} texels; "
+                                           f"this GL allows {limit}×{limit}")
+                weight_bytes += math.prod(self.allocated((width, height))) * WEIGHT_TEXEL_BYTES
+        texel = 4 * DTYPE_BYTES[TEXTURE_DTYPE[self.precision]]
+        tensor_bytes = sum(texel * math.prod(self.allocated(self.storage(name)[1]))
+                           * self.storage(name)[2] for name in set(self.texture_of.values()))
+        tensor_bytes += sum(texel * math.prod(self.allocated(size)) * n
+                            for size, n in self.scratch_sizes().items())
+        copied = {self.texture_of[op.node.inputs[0]] for op in self.ops
+                  if self.reads_input_buffer(op, self.blocked_tensors)}  # input buffers
+        tensor_bytes += sum(texel * math.prod(self.allocated(self.storage(name)[1]))
+                            for name in copied)
+        if tensor_bytes + weight_bytes > budget:
+            raise TextureSizeError(
+                f"model needs {mib(tensor_bytes + weight_bytes)} of textures "
+                f"({mib(tensor_bytes)} of {self.precision} activations, {mib(weight_bytes)} "
+                f"of weights), over the memory budget of {mib(budget)}; raise it with "
+                "Pipeline(memory_budget=...) or GLCNN_MEMORY_BUDGET, or use a smaller input")
+
+    def allocated(self, size: tuple[int, int]) -> tuple[int, int]:
+        """The (width, height) of the texture that holds a `size` layout: no side a power of
+        two (layout.texture_side; Pipeline._new_image)."""
+        limit = self.ctx.max_texture_size
+        return texture_side(size[0], limit), texture_side(size[1], limit)
+
+    def _recycle(self, keep: set) -> dict[str, str]:
+        """Tensor name -> the tensor whose texture it will use (itself for a new one):
+        a texture whose tensor's last reader has run is recycled for a later one of the
+        same size and kind (`storage`), unless either is kept, a graph input or a graph
+        output."""
+        pinned = keep | set(self.graph.inputs) | set(self.graph.outputs)
+        last_use = {t: i for i, node in enumerate(self.graph.nodes) for t in node.inputs}
+        shares = {name: name for name in self.graph.inputs}
+        free = defaultdict(list)
+        for i, node in enumerate(self.graph.nodes):
+            reusable = free[self.storage(node.name)] if node.name not in pinned else []
+            shares[node.name] = reusable.pop() if reusable else node.name
+            for t in set(node.inputs):
+                if last_use[t] == i and t not in pinned:
+                    free[self.storage(t)].append(shares[t])
+        return shares
