@@ -37,6 +37,9 @@ _GL_FRAMEBUFFER_COMPLETE = 0x8CD5
 _GL_TEXTURE_BUFFER = 0x8C2A
 _GL_TEXTURE0 = 0x84C0
 _GL_SAMPLER_BUFFER = 0x8DC2
+_GL_TEXTURE_2D = 0x0DE1
+_GL_PIXEL_PACK_BUFFER = 0x88EB
+_GL_RGBA, _GL_FLOAT = 0x1908, 0x1406
 _GL_FORMATS = {"f4": 0x8814, "f2": 0x881A, "f1": 0x8058}  # RGBA32F, RGBA16F, RGBA8
 DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}  # bytes per channel of a texture dtype
 
@@ -72,6 +75,10 @@ class Context:
                                                ctypes.c_uint)
         self._use_program = self._gl_function("glUseProgram", None, ctypes.c_uint)
         self._uniform1i = self._gl_function("glUniform1i", None, ctypes.c_int, ctypes.c_int)
+        self._bind_buffer = self._gl_function("glBindBuffer", None, ctypes.c_uint, ctypes.c_uint)
+        self._get_tex_image = self._gl_function("glGetTexImage", None, ctypes.c_uint,
+                                                ctypes.c_int, ctypes.c_uint, ctypes.c_uint,
+                                                ctypes.c_void_p)
 
     def park(self) -> None:
         """Bind glcnn's own 1×1 framebuffer, e.g. before releasing the bound one."""
@@ -275,9 +282,21 @@ class BufferTexture:
             _GL_TEXTURE_BUFFER, _GL_FORMATS[dtype], self.buffer.glo)
 
     def copy_from(self, texture: moderngl.Texture) -> None:
-        """Copy all of `texture` (of this size and dtype) into the buffer, row by row, on the
-        GL side (a pixel-pack read; no trip through Python)."""
-        texture.read_into(self.buffer)
+        """Copy all of `texture` (of this size) into the buffer, row by row, on the GL side
+        (a pixel-pack read; no trip through Python). A texture of another dtype is converted
+        by the read: a float16 texture into a float32 buffer (Pipeline's input buffers)."""
+        if texture.dtype == self.dtype:
+            texture.read_into(self.buffer)
+            return
+        if self.dtype != "f4":
+            raise GlcnnError(f"BufferTexture.copy_from converts into float32 only; this one "
+                             f"holds {self.dtype}, the texture {texture.dtype}")
+        ctx = self._ctx
+        ctx._active_texture(_GL_TEXTURE0 + ctx.gl.default_texture_unit)
+        ctx._bind_texture(_GL_TEXTURE_2D, texture.glo)
+        ctx._bind_buffer(_GL_PIXEL_PACK_BUFFER, self.buffer.glo)
+        ctx._get_tex_image(_GL_TEXTURE_2D, 0, _GL_RGBA, _GL_FLOAT, None)  # at offset 0
+        ctx._bind_buffer(_GL_PIXEL_PACK_BUFFER, 0)
 
     def use(self, location: int = 0) -> None:
         """Bind to texture unit `location` (as moderngl.Texture.use)."""

@@ -24,7 +24,7 @@ from .inputs import array_ndim, checked_input
 from .layout import Atlas, Blocking, pack, texture_side, unpack
 from .limits import memory_budget as memory_budget_bytes
 from .ops import Op, build_ops
-from .plan import Plan
+from .plan import INPUT_BUFFER_DTYPE, Plan
 from .precision import NUMPY_DTYPE, TEXTURE_DTYPE, U8Ranges
 from .summary import table
 
@@ -267,10 +267,12 @@ class Pipeline:
 
     def _input_buffer(self, texture: moderngl.Texture) -> BufferTexture:
         """The buffer texture that `texture` is copied into for the passes reading it as an
-        input buffer (one per texture, shared by the tensors that recycle it)."""
+        input buffer (one per texture, shared by the tensors that recycle it; float32 for a
+        float16 texture, plan.INPUT_BUFFER_DTYPE)."""
         if id(texture) not in self._input_buffers:
             self._input_buffers[id(texture)] = BufferTexture(
-                self.ctx, texture.size, texture.width * texture.height, texture.dtype)
+                self.ctx, texture.size, texture.width * texture.height,
+                INPUT_BUFFER_DTYPE[texture.dtype])
         return self._input_buffers[id(texture)]
 
     def _make_unblock(self, name: str, blocking: Blocking, out: moderngl.Framebuffer):

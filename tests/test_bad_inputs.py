@@ -393,13 +393,20 @@ def test_budget_argument_and_environment(ctx, monkeypatch):
         glcnn.Pipeline(graph, ctx)
 
 
-def test_budget_counts_texture_reuse_and_weights(ctx):
+@pytest.mark.parametrize("strategy", ["direct", "blocked"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_budget_counts_texture_reuse_and_weights(ctx, precision, strategy):
+    # The budget is checked from shapes before anything is allocated; texture_bytes() adds up
+    # the textures and buffers made (the blocked passes' scratch arrays and input buffers,
+    # float32 for fp16 atlases, included).
     graph = models.autoencoder(size=(8, 8))
-    with glcnn.Pipeline(graph, ctx) as pipe:
+    kw = {"precision": precision, "strategy": strategy}
+    with glcnn.Pipeline(graph, ctx, **kw) as pipe:
         exact = pipe.texture_bytes()
-    glcnn.Pipeline(graph, ctx, memory_budget=exact).release()  # exactly enough
+        assert (strategy == "blocked") == any(p.input_buffer for p in pipe.passes)
+    glcnn.Pipeline(graph, ctx, memory_budget=exact, **kw).release()  # exactly enough
     with pytest.raises(glcnn.TextureSizeError):
-        glcnn.Pipeline(graph, ctx, memory_budget=exact - 1)
+        glcnn.Pipeline(graph, ctx, memory_budget=exact - 1, **kw)
 
 
 def test_over_max_texture_size_allocates_nothing(ctx):

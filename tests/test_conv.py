@@ -327,6 +327,9 @@ def test_blocked_readers_take_input_buffers_over_in_place(ctx, first, second, re
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
         assert pipe.blocked_tensors == {}, why
         assert all(p.input_buffer is not None for p in pipe.passes), why
+        # fp16 atlases are copied into float32 buffers (plan.INPUT_BUFFER_DTYPE)
+        assert {p.input_buffer.dtype for p in pipe.passes} == \
+            {"fp32": {"f4"}, "fp16": {"f4"}, "u8": {"f1"}}[precision]
         y = pipe.run(x)
     assert_close(y, reference.run(graph, x)["y"], precision, why)
 
