@@ -70,6 +70,7 @@ class Context:
         # moderngl re-binds the last used framebuffer after creating a new one; if that one
         # was released, GL raises INVALID_OPERATION. Parking on this one avoids that.
         self._parking = ctx.framebuffer(color_attachments=[ctx.texture((1, 1), 4)])
+        self._gl_functions: dict[str, object] = {}  # by name (_gl_function)
         self._active_texture = self._gl_function("glActiveTexture", None, ctypes.c_uint)
         self._bind_texture = self._gl_function("glBindTexture", None, ctypes.c_uint,
                                                ctypes.c_uint)
@@ -198,11 +199,14 @@ class Context:
         return fbo
 
     def _gl_function(self, name: str, restype, *argtypes):
-        """GL entry point `name` of this context, through the loader moderngl made it with."""
-        address = self.gl.mglo._context.load_opengl_function(name)
-        if not address:
-            raise ContextError(f"{name} is missing from the GL of {self.renderer}")
-        return ctypes.CFUNCTYPE(restype, *argtypes)(address)
+        """GL entry point `name` of this context, through the loader moderngl made it with
+        (looked up once per context)."""
+        if name not in self._gl_functions:
+            address = self.gl.mglo._context.load_opengl_function(name)
+            if not address:
+                raise ContextError(f"{name} is missing from the GL of {self.renderer}")
+            self._gl_functions[name] = ctypes.CFUNCTYPE(restype, *argtypes)(address)
+        return self._gl_functions[name]
 
     def program(self, shader: str, defines: dict, layer: str = "?") -> moderngl.Program:
         """Compile (or fetch from cache) op shader `shader` with `defines` for `layer`."""
@@ -317,6 +321,9 @@ class BufferTexture:
         x, y, w, h = viewport or (0, 0, self.width, self.height)
         rows = np.frombuffer(data, np.float32) if isinstance(data, bytes) else np.asarray(data)
         rows = np.ascontiguousarray(rows, np.float32).reshape(h, w * 4)
+        if w == self.width:  # whole rows lie one after another in the buffer
+            self.buffer.write(rows, offset=16 * y * self.width)
+            return
         for r in range(h):
             self.buffer.write(rows[r], offset=16 * ((y + r) * self.width + x))
 

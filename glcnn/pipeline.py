@@ -21,10 +21,10 @@ from .context import DTYPE_BYTES, BufferTexture, Context
 from .errors import ContextError, GlcnnError, ShapeError
 from .graph import Graph
 from .inputs import array_ndim, checked_input
-from .layout import Atlas, Blocking, pack, texture_side, unpack
+from .layout import Atlas, Blocking, pack, unpack
 from .limits import memory_budget as memory_budget_bytes
 from .ops import Op, build_ops
-from .plan import INPUT_BUFFER_DTYPE, Plan
+from .plan import INPUT_BUFFER_DTYPE, Plan, buffer_texels
 from .precision import NUMPY_DTYPE, TEXTURE_DTYPE, U8Ranges
 from .summary import table
 
@@ -87,6 +87,7 @@ class Pass:
     uniforms: dict
     unblock: Unblock | None = None  # set when the op runs spatially blocked
     input_buffer: BufferTexture | None = None  # u_input, filled from the input before the draw
+    copy_input: bool = False  # fill it: an earlier pass has not already copied this tensor
 
 
 class Pipeline:
@@ -135,6 +136,7 @@ class Pipeline:
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
         self._scratch: dict[tuple[int, int], moderngl.TextureArray] = {}
         self._input_buffers: dict[int, BufferTexture] = {}  # by id of the texture copied
+        self._buffer_holds: dict[int, str] = {}  # input buffer id -> tensor last copied in
         self._pbos: dict[str, moderngl.Buffer] = {}
         self.released, self.timings, self._runs = False, {}, 0
         try:
@@ -232,17 +234,22 @@ class Pipeline:
         buffered = self.plan.buffered(op)
         uniforms = dict(op.all_uniforms())
         for sampler, data in weight_data.items():
-            if sampler in buffered:  # the layout row by row; the length never a power of two
-                texels = texture_side(data.shape[0] * data.shape[1], 1 << 31)
+            if sampler in buffered:  # the layout row by row
+                texels = buffer_texels(*data.shape[:2])
                 weights.append((sampler, self.ctx.buffer_texture(data, texels)))
                 uniforms[sampler + "_width"] = data.shape[1]
             else:
                 weights.append((sampler, self._weight_texture(data)))
         inputs = list(zip(op.all_samplers(), op.node.inputs))
-        input_buffer = None
+        input_buffer, copy_input = None, False
         if self.plan.reads_input_buffer(op, self.blocked_tensors):
-            input_buffer = self._input_buffer(self.textures[op.node.inputs[0]])
+            tensor = op.node.inputs[0]
+            input_buffer = self._input_buffer(self.textures[tensor])
             uniforms["u_input_width"] = input_buffer.width
+            # Passes are made in run order; a tensor's texture is not rewritten while it has
+            # readers left, so its second blocked reader finds it already in the buffer.
+            copy_input = self._buffer_holds.get(id(input_buffer)) != tensor
+            self._buffer_holds[id(input_buffer)] = tensor
         uniforms["u_out"] = self.shape_uniform(name)
         for sampler, tensor in inputs:
             uniforms[sampler + "_shape"] = self.shape_uniform(tensor)
@@ -255,15 +262,16 @@ class Pipeline:
         uniforms |= {s: unit for unit, s in enumerate(samplers)} | {"u_ranges": RANGES_UNIT}
         uniforms = {k: v for k, v in uniforms.items() if k in program}  # drop optimised-out
         vao = self.ctx.gl.vertex_array(program, [])
+        buffer = {"input_buffer": input_buffer, "copy_input": copy_input}
         if name in self.blocked_tensors:  # no unblock: the targets are the tensor's layers
             mrt = self.ctx.layer_framebuffer(self.textures[name], blocking.targets, blocking.size)
-            return Pass(op, program, vao, mrt, inputs, weights, uniforms, None, input_buffer)
+            return Pass(op, program, vao, mrt, inputs, weights, uniforms, **buffer)
         fbo = self._framebuffer(name)
         if blocking is None:
             return Pass(op, program, vao, fbo, inputs, weights, uniforms)
         unblock = self._make_unblock(name, blocking, fbo)
         mrt = self.ctx.layer_framebuffer(unblock.targets, blocking.targets, blocking.size)
-        return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock, input_buffer)
+        return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock, **buffer)
 
     def _input_buffer(self, texture: moderngl.Texture) -> BufferTexture:
         """The buffer texture that `texture` is copied into for the passes reading it as an
@@ -410,7 +418,8 @@ class Pipeline:
         for unit, (_, tensor) in enumerate(p.inputs):
             self.textures[tensor].use(unit)
         if p.input_buffer is not None:  # u_input: the input atlas, copied now
-            p.input_buffer.copy_from(self.textures[p.inputs[0][1]])
+            if p.copy_input:
+                p.input_buffer.copy_from(self.textures[p.inputs[0][1]])
             p.input_buffer.use(0)
         for unit, (_, tex) in enumerate(p.weights, len(p.inputs)):
             tex.use(unit)

@@ -43,6 +43,12 @@ WEIGHT_TEXEL_BYTES = 16  # weight textures are RGBA32F
 INPUT_BUFFER_DTYPE = {"f4": "f4", "f2": "f4", "f1": "f1"}
 
 
+def buffer_texels(height: int, width: int) -> int:
+    """The length of the buffer texture holding a (height, width) weight layout row by row:
+    never a power of two, as no texture side is (layout.texture_side)."""
+    return texture_side(height * width, 1 << 31)
+
+
 def buffer_define(sampler: str) -> str:
     """The define saying weight `sampler` is a buffer texture: u_weights -> WEIGHTS_BUFFER."""
     return sampler.removeprefix("u_").upper() + "_BUFFER"
@@ -166,7 +172,7 @@ class Plan:
             return []
         shapes = op.all_texture_shapes()
         return [s for s in op.buffer_samplers
-                if texture_side(shapes[s][0] * shapes[s][1], 1 << 31) <= self._buffer_limit]
+                if buffer_texels(*shapes[s][:2]) <= self._buffer_limit]
 
     def program_count(self, in_place: dict[str, Blocking]) -> int:
         """Distinct programs (ops' and unblock passes') with `in_place` left blocked."""
@@ -216,7 +222,7 @@ class Plan:
             buffered = self.buffered(op)
             for sampler, (height, width, _) in op.all_texture_shapes().items():
                 if sampler in buffered:
-                    weight_bytes += texture_side(height * width, 1 << 31) * WEIGHT_TEXEL_BYTES
+                    weight_bytes += buffer_texels(height, width) * WEIGHT_TEXEL_BYTES
                     continue
                 if max(height, width) > limit:
                     raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "

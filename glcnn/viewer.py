@@ -132,10 +132,7 @@ class Viewer:
             return tex
         if self._mirror is None or self._mirror[0] is not p.op:
             self._release_mirror()
-            data = p.op.all_textures()["u_weights"]
-            image = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
-                                        np.ascontiguousarray(data, np.float32), dtype="f4")
-            self._mirror = (p.op, image)
+            self._mirror = (p.op, self.ctx.gl.texture(tex.size, 4, tex.read(), dtype="f4"))
         return self._mirror[1]
 
     def _release_mirror(self):

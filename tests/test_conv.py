@@ -334,6 +334,27 @@ def test_blocked_readers_take_input_buffers_over_in_place(ctx, first, second, re
     assert_close(y, reference.run(graph, x)["y"], precision, why)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_a_tensor_read_by_two_blocked_convs_is_copied_once(ctx, precision):
+    """The second blocked reader of a tensor finds it already in the input buffer (the
+    tensor's texture is not rewritten while it has readers left), at every run."""
+    first, second, _, why = IN_PLACE[0]
+    graph = _chain(first, second)
+    graph.nodes.append(Node(second.op, "z", ["h"], second.attrs(), second.weights(6)))
+    graph.outputs.append("z")
+    rng = np.random.default_rng(7)
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
+        copies = {p.op.node.name: p.copy_input for p in pipe.passes}
+        assert copies == {"h": True, "y": True, "z": False}, why
+        for _ in range(2):  # a second run refills the buffer from the new h
+            x = {"x": storable(rng.standard_normal(first.in_shape).astype(np.float32),
+                               precision)}
+            y, z = pipe.run(x).values()
+            expected = reference.run(graph, x)
+            assert_close(y, expected["y"], precision, why)
+            assert_close(z, expected["z"], precision, why)
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
 @pytest.mark.parametrize(("first", "second", "residual", "why"), IN_PLACE, ids=_in_place_ids)
 def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual, why, precision):
