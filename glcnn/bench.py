@@ -272,7 +272,7 @@ def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, c
     graph = load_optimized(model)
     ops, shapes = build_ops(graph)
     feeds = _feeds(graph, inputs)
-    ctx = ctx or Context()
+    ctx = ctx or Context.default()
     report = {"model": str(model), "inputs": {n: list(np.shape(x)) for n, x in feeds.items()},
               "mflops": sum(op.flops() for op in ops) / 1e6, "settings": asdict(settings),
               "machine": machine_info(ctx), "agreement": [], "glcnn": {}, "against": {}}

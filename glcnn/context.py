@@ -2,10 +2,19 @@
 
 Programs are compiled once per context and cached by (shader file, hash of final source).
 
-Threading rule: one context per thread. A Context belongs to the thread that created it
-(or, for a wrapped moderngl context, the thread that wrapped it); compiling or running a
-Pipeline on it from any other thread raises ContextError. To use several threads, give
-each its own Context (and Pipeline).
+Sharing rule: any number of pipelines work together in one process, on one context or on
+several, used in any order. `Pipeline(graph)` and `glcnn.load(path)` without `ctx=` share
+their thread's default headless context (`Context.default()`, as moderngl's own default
+context), so their textures can be used together and their programs are compiled once; and
+every pipeline makes its context current (`Context.activate`) before it touches GL, so a
+pipeline on another context (yours, a window's, a second headless one) may run in between.
+glcnn leaves its context current: to draw with your own moderngl context after a glcnn call,
+make yours current again (`with your_ctx:`) or give glcnn your context as `ctx=`.
+
+Threading rule: a Context belongs to the thread that created it (or, for a wrapped moderngl
+context, the thread that wrapped it); compiling, running, reading or handing out textures of a
+Pipeline on it from any other thread raises ContextError. Each thread has its own default
+context, so pipelines made in a thread are that thread's.
 """
 
 import ctypes
@@ -13,6 +22,7 @@ import hashlib
 import os
 import re
 import threading
+import weakref
 
 import moderngl
 import numpy as np
@@ -31,6 +41,8 @@ _DEFINE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 _UNSET = object()
+_THREAD = threading.local()  # .default: the thread's default Context (Context.default)
+_WRAPPED: "weakref.WeakKeyDictionary[moderngl.Context, Context]" = weakref.WeakKeyDictionary()
 _GL_DRAW_FRAMEBUFFER = 0x8CA9
 _GL_COLOR_ATTACHMENT0 = 0x8CE0
 _GL_FRAMEBUFFER_COMPLETE = 0x8CD5
@@ -40,6 +52,13 @@ _GL_SAMPLER_BUFFER = 0x8DC2
 _GL_TEXTURE_2D = 0x0DE1
 _GL_PIXEL_PACK_BUFFER = 0x88EB
 _GL_RGBA, _GL_FLOAT = 0x1908, 0x1406
+# The GL limits glcnn reads, by the names GLCNN_GL_LIMITS uses, and GL 3.3 core's minimums.
+LIMITS = {"texture": "GL_MAX_TEXTURE_SIZE", "buffer": "GL_MAX_TEXTURE_BUFFER_SIZE",
+          "draw_buffers": "GL_MAX_DRAW_BUFFERS", "attachments": "GL_MAX_COLOR_ATTACHMENTS",
+          "units": "GL_MAX_TEXTURE_IMAGE_UNITS", "layers": "GL_MAX_ARRAY_TEXTURE_LAYERS"}
+GL33_MINIMUMS = {"texture": 1024, "buffer": 65536, "draw_buffers": 8, "attachments": 8,
+                 "units": 16, "layers": 256}
+BUFFER_PROBE_MIN = 1 << 10  # the smallest buffer texture Context.buffer_fits probes
 _GL_FORMATS = {"f4": 0x8814, "f2": 0x881A, "f1": 0x8058}  # RGBA32F, RGBA16F, RGBA8
 DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}  # bytes per channel of a texture dtype
 
@@ -61,6 +80,7 @@ class Context:
         if ctx is None:
             ctx = _create(None if backend in (None, "", "x11", "default") else backend)
         self.gl = ctx
+        self._cut = _cut_limits(os.environ.get("GLCNN_GL_LIMITS", ""))
         self.thread = threading.get_ident()
         self.programs: dict[tuple[str, str], moderngl.Program] = {}
         self._held: dict[moderngl.Program, dict] = {}  # uniform values written by set_uniforms
@@ -69,8 +89,16 @@ class Context:
             raise ContextError(f"glcnn needs OpenGL 3.3; {self.renderer} offers {self.version}")
         # moderngl re-binds the last used framebuffer after creating a new one; if that one
         # was released, GL raises INVALID_OPERATION. Parking on this one avoids that.
-        self._parking = ctx.framebuffer(color_attachments=[ctx.texture((1, 1), 4)])
+        try:
+            self._parking = ctx.framebuffer(color_attachments=[ctx.texture((1, 1), 4)])
+        except moderngl.Error as exc:
+            raise ContextError(f"cannot use the GL context on this thread ({exc}): a context "
+                               "is used by the thread that made it current") from None
+        _WRAPPED.setdefault(ctx, self)  # Context.wrap(ctx) finds this one
         self._gl_functions: dict[str, object] = {}  # by name (_gl_function)
+        # buffer_fits: buffer textures of up to _buffer_verified texels read back right; of
+        # _buffer_broken or more, not (probed at the sizes asked for)
+        self._buffer_verified, self._buffer_broken = 0, 1 << 62
         self._active_texture = self._gl_function("glActiveTexture", None, ctypes.c_uint)
         self._bind_texture = self._gl_function("glBindTexture", None, ctypes.c_uint,
                                                ctypes.c_uint)
@@ -80,6 +108,48 @@ class Context:
         self._get_tex_image = self._gl_function("glGetTexImage", None, ctypes.c_uint,
                                                 ctypes.c_int, ctypes.c_uint, ctypes.c_uint,
                                                 ctypes.c_void_p)
+
+    @classmethod
+    def default(cls) -> "Context":
+        """The calling thread's default headless context, made at the first call: every
+        `Pipeline` and `glcnn.load` given no `ctx` shares it (one program cache, textures
+        usable together).
+
+        Raises:
+            ContextError: if no OpenGL 3.3 core context can be created, naming packages.
+        """
+        ctx = getattr(_THREAD, "default", None)
+        if ctx is None:
+            ctx = _THREAD.default = cls()
+        return ctx
+
+    @classmethod
+    def wrap(cls, gl: moderngl.Context) -> "Context":
+        """The glcnn Context of a moderngl context (e.g. a window's), made at the first call
+        and shared by every Pipeline given that moderngl context: one program cache.
+
+        Raises:
+            ContextError: the moderngl context was wrapped by another thread.
+        """
+        ctx = _WRAPPED.get(gl)
+        if ctx is None:
+            ctx = _WRAPPED[gl] = cls(gl)
+        ctx.check_thread()
+        return ctx
+
+    def activate(self) -> None:
+        """Make this context current on the calling thread, as every glcnn call that
+        touches GL does first (0.3 µs on Mesa EGL), so pipelines on different contexts may
+        be used in any order.
+
+        Raises:
+            ContextError: the calling thread is not this context's, or the context is gone.
+        """
+        self.check_thread()
+        try:
+            self.gl.__enter__()  # moderngl: make current (the previous one is not restored)
+        except (moderngl.Error, AttributeError) as exc:  # a released moderngl context
+            raise ContextError(f"the GL context is no longer usable ({exc})") from None
 
     def park(self) -> None:
         """Bind glcnn's own 1×1 framebuffer, e.g. before releasing the bound one."""
@@ -115,20 +185,79 @@ class Context:
         threads = os.environ.get("LP_NUM_THREADS", "")
         return 64 * (int(threads) if threads.isdigit() else os.cpu_count() or 1)
 
+    def limit(self, name: str) -> int:
+        """The GL limit `name` (a key of LIMITS) as glcnn uses it: the driver's value, or the
+        lower one GLCNN_GL_LIMITS asks for (to run the fallback paths of small GLs)."""
+        value = int(self.gl.info.get(LIMITS[name], GL33_MINIMUMS[name]))
+        return min(value, self._cut.get(name, value))
+
     @property
     def max_texture_size(self) -> int:
-        return int(self.gl.info["GL_MAX_TEXTURE_SIZE"])
+        return self.limit("texture")
+
 
     @property
     def max_buffer_texels(self) -> int:
-        """The most texels a buffer texture may hold (GL_MAX_TEXTURE_BUFFER_SIZE; GL 3.3
-        guarantees 65536)."""
-        return int(self.gl.info.get("GL_MAX_TEXTURE_BUFFER_SIZE", 65536))
+        """The most texels a buffer texture may hold, as the driver reports it
+        (GL_MAX_TEXTURE_BUFFER_SIZE; GL 3.3 guarantees 65536). `buffer_fits` says whether glcnn
+        uses one of a given size."""
+        return self.limit("buffer")
+
+    def buffer_fits(self, texels: int) -> bool:
+        """Whether glcnn may keep `texels` RGBA32F texels in one buffer texture: within
+        `max_buffer_texels`, and read back right at that size on this driver, probed once per
+        power of two (`_buffer_reads_back`; 1-15 ms each, only for the sizes models need).
+
+        Mesa softpipe (22.3) reports 65536 texels but wraps buffer indices at 512 KiB (32768
+        RGBA32F texels): a blocked conv that read a larger input atlas from a buffer texture
+        summed another part of the atlas there. Checking what is relied on keeps glcnn right on
+        any such driver; larger layouts are sampled from 2D textures instead.
+        """
+        if texels > self.max_buffer_texels:
+            return False
+        size = min(max(BUFFER_PROBE_MIN, 1 << (texels - 1).bit_length()), self.max_buffer_texels)
+        if size <= self._buffer_verified:
+            return True
+        if size >= self._buffer_broken:
+            return False
+        if self._buffer_reads_back(size):
+            self._buffer_verified = size
+            return True
+        self._buffer_broken = size
+        if debug.level() >= 2:
+            print(f"[glcnn] {self.renderer}: a buffer texture of {size} texels reads wrong "
+                  "texels; larger layouts are sampled from 2D textures")
+        return False
+
+    def _buffer_reads_back(self, texels: int) -> bool:
+        """Whether texels 0, n/2 - 1, n/2 and n - 1 of an n = `texels` RGBA32F buffer texture
+        read back as written (shaders/buffer_probe.glsl; only those four are written)."""
+        marks = {0: 1.0, texels // 2 - 1: 2.0, texels // 2: 3.0, texels - 1: 4.0}
+        probe = BufferTexture(self, (texels, 1), texels, clear=False)
+        target = self.gl.texture((4, 1), 4, dtype="f4")
+        fbo = self.gl.framebuffer(color_attachments=[target])
+        try:
+            for index, mark in marks.items():
+                probe.buffer.write(np.full(4, mark, np.float32), offset=16 * index)
+            program = self.program("buffer_probe.glsl", {"CUSTOM_MAIN": 1}, "buffer probe")
+            self.set_uniforms(program, {"u_probe": 0, "u_texels": texels})
+            probe.use(0)
+            fbo.use()
+            vao = self.gl.vertex_array(program, [])
+            vao.render(moderngl.TRIANGLES, vertices=3)
+            vao.release()
+            got = np.frombuffer(target.read(), np.float32).reshape(4, 4)[:, 0]
+        finally:
+            self.park()
+            fbo.release()
+            target.release()
+            probe.release()
+        return bool(np.array_equal(got, np.array(list(marks.values()), np.float32)))
 
     def buffer_texture(self, data: np.ndarray, texels: int | None = None) -> "BufferTexture":
         """A buffer texture of RGBA32F texels holding the (height, width, 4) layout `data`
         row by row, `texels` long (zeros past the data)."""
-        self.check_thread()
+        self.activate()
         height, width = data.shape[:2]
         tex = BufferTexture(self, (width, height), max(texels or 0, width * height))
         tex.write(data)
@@ -137,13 +266,16 @@ class Context:
     def check_thread(self) -> None:
         """Raise ContextError if called from a thread other than the creating one."""
         if threading.get_ident() != self.thread:
-            raise ContextError("a glcnn Context is used from a thread other than the one that "
-                               "created it; make one Context per thread")
+            raise ContextError("a glcnn Context (and every Pipeline and texture on it) is used "
+                               "from a thread other than the one that created it; make the "
+                               "pipeline in the thread that uses it (each thread has its own "
+                               "default context)")
 
     def check_error(self, what: str) -> None:
         """Raise ContextError if the driver reports an error (GL_OUT_OF_MEMORY, a lost
         context, ...) or the context is gone; `what` says what glcnn was doing. Reading
         the error clears it, as glGetError does."""
+        self.activate()
         try:
             error = self.gl.error
         except (moderngl.Error, AttributeError) as exc:  # a released moderngl context
@@ -210,7 +342,7 @@ class Context:
 
     def program(self, shader: str, defines: dict, layer: str = "?") -> moderngl.Program:
         """Compile (or fetch from cache) op shader `shader` with `defines` for `layer`."""
-        self.check_thread()
+        self.activate()
         source = build_source(shader, defines)
         key = (shader, hashlib.sha1(source.encode()).hexdigest())
         if key not in self.programs:
@@ -250,8 +382,9 @@ class Context:
                 held[name] = value
 
     def summary(self) -> str:
+        cut = f" | limits cut by GLCNN_GL_LIMITS: {self._cut}" if self._cut else ""
         return (f"{self.renderer} | OpenGL {self.version} | "
-                f"max texture {self.max_texture_size}")
+                f"max texture {self.max_texture_size}{cut}")
 
     def __repr__(self):
         return f"Context({self.summary()}, {len(self.programs)} programs)"
@@ -269,14 +402,17 @@ class BufferTexture:
     `release` mirror moderngl.Texture's.
     """
 
-    def __init__(self, ctx: Context, size: tuple[int, int], texels: int, dtype: str = "f4"):
+    def __init__(self, ctx: Context, size: tuple[int, int], texels: int, dtype: str = "f4",
+                 clear: bool = True):
         """`texels` RGBA texels of `dtype` ("f4" float32, "f2" float16, "f1" unsigned
-        normalised bytes, as moderngl names them), zero, holding a layout of `size` =
-        (width, height) row by row."""
+        normalised bytes, as moderngl names them), zero (unless not `clear`: then undefined
+        until written), holding a layout of `size` = (width, height) row by row."""
         self.width, self.height = size
         self.texels, self.dtype = texels, dtype
         self._ctx = ctx
         self.buffer = ctx.gl.buffer(reserve=texels * 4 * DTYPE_BYTES[dtype])
+        if clear:  # glBufferData leaves the store undefined: no texel is read unwritten
+            self.buffer.clear()
         name = ctypes.c_uint()
         ctx._gl_function("glGenTextures", None, ctypes.c_int, ctypes.POINTER(ctypes.c_uint))(
             1, ctypes.byref(name))
@@ -338,6 +474,28 @@ class BufferTexture:
                                    ctypes.POINTER(ctypes.c_uint))(1, ctypes.byref(name))
             self.glo = 0
             self.buffer.release()
+
+
+def _cut_limits(text: str) -> dict[str, int]:
+    """GLCNN_GL_LIMITS ("texture=4096,buffer=65536,..."): limits glcnn then takes as lower
+    than the driver's, so one driver runs the paths of a smaller GL (README "Portability").
+
+    Raises:
+        GlcnnError: a name not in LIMITS, or a value that is not an integer at least GL 3.3's
+            minimum for it (glcnn uses at most 8 render targets, texture units 0-15 and 8
+            array layers, which every GL 3.3 offers).
+    """
+    cut = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        if name not in LIMITS or not value.isdigit():
+            raise GlcnnError(f"GLCNN_GL_LIMITS: {item!r} is not NAME=INTEGER with NAME one of "
+                             f"{', '.join(LIMITS)}")
+        if int(value) < GL33_MINIMUMS[name]:  # glcnn needs a GL 3.3, which offers these
+            raise GlcnnError(f"GLCNN_GL_LIMITS: {item!r} is below GL 3.3's minimum "
+                             f"{LIMITS[name]} of {GL33_MINIMUMS[name]}")
+        cut[name] = int(value)
+    return cut
 
 
 def _create(backend):

@@ -42,7 +42,7 @@ def _gl_errors(method):
         if self.released:
             raise GlcnnError(f"{method.__name__}() on a released Pipeline; compile the model "
                              "again (glcnn.load or glcnn.Pipeline)")
-        self.ctx.check_thread()
+        self.ctx.activate()
         try:
             return method(self, *args, **kwargs)
         except moderngl.Error as exc:
@@ -95,7 +95,10 @@ class Pipeline:
 
     Args:
         graph: the network (see glcnn.graph / glcnn.builder).
-        ctx: a glcnn.Context, a moderngl.Context to share, or None for headless EGL.
+        ctx: a glcnn.Context, a moderngl.Context to share (e.g. your window's), or None for
+            the thread's default headless context (`Context.default()`, shared by every
+            pipeline made without `ctx`). The pipeline makes its context current before
+            each GL call, so pipelines on different contexts may be used in any order.
         precision: storage of activations, "fp32" (RGBA32F), "fp16" (RGBA16F) or "u8"
             (RGBA8, range-scaled per channel with graph.meta["u8_ranges"] from
             glcnn.calibrate); arithmetic is float32 in every mode.
@@ -122,8 +125,9 @@ class Pipeline:
         if precision not in PRECISIONS:
             raise GlcnnError(f"precision {precision!r} unknown; expected one of "
                              f"{', '.join(PRECISIONS)}")
-        self.ctx = ctx if isinstance(ctx, Context) else Context(ctx)
-        self.ctx.check_thread()
+        self.ctx = ctx if isinstance(ctx, Context) else \
+            Context.default() if ctx is None else Context.wrap(ctx)
+        self.ctx.activate()
         self.graph, self.precision = graph, precision
         self.strategy = _strategy(strategy, self.ctx)
         self.ops, self.shapes = build_ops(graph)
@@ -456,12 +460,17 @@ class Pipeline:
         the texture is one or a few texels larger (zeros; see `_new_image`), which
         `glcnn.layout.unpack` ignores.
 
+        The pipeline's context is made current, so the texture can be used right away; it
+        belongs to this pipeline's thread like the pipeline itself.
+
         Raises:
             GlcnnError: unknown name, its texture was recycled for a later tensor, or it
                 stays in a blocked conv's layout (compile with keep=[name] or keep="all").
+            ContextError: called from a thread other than the context's.
         """
         if self.released:
             raise GlcnnError(f"texture({name!r}) of a released Pipeline")
+        self.ctx.activate()
         if name not in self.textures:
             raise GlcnnError(f"no tensor named {name!r}; tensors: {', '.join(self.shapes)}")
         if name in self.blocked_tensors:
@@ -492,7 +501,12 @@ class Pipeline:
         the top-left corner (the op's `all_texture_shapes()` gives its size; the texture may
         be larger, as `texture` says). A conv's filters are a `glcnn.context.BufferTexture`
         (the same layout row by row in a buffer texture; it has `write` and `read` as a
-        moderngl.Texture) unless they hold more texels than the GL allows in one."""
+        moderngl.Texture) unless they hold more texels than the GL allows in one.
+
+        Raises:
+            GlcnnError: no such layer or sampler. ContextError: another thread.
+        """
+        self.ctx.activate()
         for p in self.passes:
             if p.op.node.name == layer:
                 for s, tex in p.weights:
@@ -506,7 +520,7 @@ class Pipeline:
     def release(self) -> None:
         """Free every GL object this pipeline created (programs stay in the context cache).
         Releasing twice is harmless; any other use afterwards raises GlcnnError."""
-        self.ctx.check_thread()
+        self.ctx.activate()
         self.released = True
         self.ctx.park()
         for p in self.passes:
@@ -585,7 +599,7 @@ class Readback:
         if pipe.released or pipe._runs != self.run:
             raise GlcnnError("Readback.result() after the pipeline ran again or was released; "
                              "the buffers now hold a later run: call result() first")
-        pipe.ctx.check_thread()
+        pipe.ctx.activate()
         return pipe._outputs({name: pipe._from_texels(name, pipe._pbos[name].read())
                               for name in pipe.graph.outputs}, self.batched)
 

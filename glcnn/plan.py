@@ -60,7 +60,7 @@ class Plan:
     Args:
         graph, ops, shapes: the network, its ops and tensor shapes (glcnn.ops.build_ops).
         ctx: the glcnn.Context; only its limits are read (max_texture_size, spread_width,
-            max_buffer_texels, renderer).
+            buffer_fits, renderer).
         precision: "fp32", "fp16" or "u8".
         strategy: "blocked" or "direct" (glcnn.pipeline.Pipeline's argument).
         keep: tensor names that must keep a texture of their own.
@@ -72,7 +72,6 @@ class Plan:
                  strategy: str, keep: set):
         self.graph, self.ops, self.shapes, self.ctx = graph, ops, shapes, ctx
         self.precision, self.strategy = precision, strategy
-        self._buffer_limit = ctx.max_buffer_texels
         self.blocking = self._blocking()
         self.blocked_tensors = self._blocked_tensors(keep)
         self.texture_of = self._recycle(keep)
@@ -107,9 +106,9 @@ class Plan:
         its producer writes one band per tile and every reader is a blocked DENSE conv taking
         it as its main input (conv.glsl BLOCKED_INPUT); never a graph output, a kept tensor,
         or under GLCNN_DEBUG >= 4 (which reads every layer); and only where its readers cannot
-        read it as an input buffer instead (its atlas is over GL_MAX_TEXTURE_BUFFER_SIZE
-        texels), which is faster (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum
-        of 1500 runs, three process pairs). Values are stored exactly as the unblock pass
+        read it as an input buffer instead (its atlas is too large for Context.buffer_fits),
+        which is faster (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500
+        runs, three process pairs). Values are stored exactly as the unblock pass
         would copy them."""
         if debug.level() >= 4:
             return {}
@@ -163,16 +162,16 @@ class Plan:
         source = op.node.inputs[0]
         if source in in_place:
             return False
-        return math.prod(self.allocated(Atlas.of(self.shapes[source]).size)) <= self._buffer_limit
+        return self.ctx.buffer_fits(math.prod(self.allocated(Atlas.of(self.shapes[source]).size)))
 
     def buffered(self, op: Op) -> list[str]:
         """The weight samplers of `op` held in buffer textures (Op.buffer_samplers): those
-        whose layout fits in one (GL_MAX_TEXTURE_BUFFER_SIZE texels)."""
+        whose layout fits in one (Context.buffer_fits)."""
         if not op.buffer_samplers:
             return []
         shapes = op.all_texture_shapes()
         return [s for s in op.buffer_samplers
-                if buffer_texels(*shapes[s][:2]) <= self._buffer_limit]
+                if self.ctx.buffer_fits(buffer_texels(*shapes[s][:2]))]
 
     def program_count(self, in_place: dict[str, Blocking]) -> int:
         """Distinct programs (ops' and unblock passes') with `in_place` left blocked."""

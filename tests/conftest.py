@@ -36,7 +36,9 @@ def _session_ctx():
 @pytest.fixture
 def ctx(_session_ctx):
     """The shared glcnn.Context; fails the test if it leaves a GL error behind."""
+    _session_ctx.activate()  # an earlier test may have left another context current
     gl = _session_ctx.gl
     assert gl.error == "GL_NO_ERROR", "GL error pending before the test"
     yield _session_ctx
+    _session_ctx.activate()
     assert gl.error == "GL_NO_ERROR", "test left a GL error"

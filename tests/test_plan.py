@@ -14,7 +14,8 @@ from glcnn.plan import BLOCK_SHAPE, Plan
 def _limits(max_texture_size=16384, max_buffer_texels=1 << 20):
     """The limits of a 2-thread software rasteriser, as Context reports them."""
     return SimpleNamespace(max_texture_size=max_texture_size, spread_width=128,
-                           max_buffer_texels=max_buffer_texels, renderer="stand-in")
+                           buffer_fits=lambda texels: texels <= max_buffer_texels,
+                           renderer="stand-in")
 
 
 def _plan(graph, strategy="blocked", keep=(), precision="fp32", **limits):
