@@ -19,7 +19,7 @@ from glcnn.display import Display
 from glcnn.importers import load_graph
 from glcnn.passes import optimize
 from glcnn.resources import resource_path
-from glcnn.viewer import open_window
+from glcnn.viewer import open_window, read_screen
 
 TILE, GRID, STEPS_PER_KEY = 128, 4, 60
 
@@ -86,8 +86,7 @@ def main() -> int:
 
 def save(ctx, size, path):
     from PIL import Image
-    data = np.frombuffer(ctx.gl.screen.read(viewport=(0, 0, *size), components=3), np.uint8)
-    Image.fromarray(np.ascontiguousarray(data.reshape(size[1], size[0], 3)[::-1])).save(path)
+    Image.fromarray(read_screen(ctx, size)).save(path)  # not screen.read(): see read_screen
     print(f"dcgan_walk: saved {path}", file=sys.stderr)
 
 

@@ -4,12 +4,7 @@ Panels, left to right: input | output | one layer's activations (all channels as
 mosaic, or one channel enlarged) | that layer's filters. The model runs in the window's
 own GL context; every panel is drawn from textures by glcnn.display.
 
-Keys (also printed by `h`):
-  [ / ]  previous / next layer          m  mosaic / single channel
-  up/down  channel                      d  diverging colour map
-  space  pause                          s  save screenshot (glcnn-<n>.png)
-  z  zero channel   i  invert channel   + / -  scale channel ×1.5 / ×0.5
-  u  undo edit      r  reset weights    h  help        esc / q  quit
+Keys: the KEYS table below (printed by `h`).
 """
 
 import sys
@@ -26,6 +21,30 @@ from .layout import Atlas
 from .pipeline import Pipeline
 
 PANEL, GAP = 256, 8
+
+# What each key does: its name (key_name) -> (Viewer method, arguments, help line).
+KEYS = {
+    "[": ("cycle_layer", (-1,), "previous layer"),
+    "]": ("cycle_layer", (1,), "next layer"),
+    "up": ("cycle_channel", (1,), "next channel"),
+    "down": ("cycle_channel", (-1,), "previous channel"),
+    "m": ("toggle_mode", (), "mosaic / single channel"),
+    "d": ("toggle_diverging", (), "diverging colour map"),
+    "space": ("toggle_pause", (), "pause"),
+    "s": ("request_screenshot", (), "save the next frame as glcnn-<n>.png"),
+    "z": ("bend", ("zero",), "zero the channel's filter and bias"),
+    "i": ("bend", ("invert",), "invert the channel's filter and bias"),
+    "=": ("bend", ("scale", 1.5), "scale the channel ×1.5"),
+    "+": ("bend", ("scale", 1.5), "scale the channel ×1.5"),
+    "-": ("bend", ("scale", 0.5), "scale the channel ×0.5"),
+    "u": ("undo", (), "undo the last edit"),
+    "r": ("reset", (), "reset all edits"),
+    "h": ("print_help", (), "this help"),
+    "q": ("quit", (), "quit"),
+    "escape": ("quit", (), "quit"),
+}
+# Bound keys that glfw gives no name (not printable): named after their glfw.KEY_ constant.
+UNNAMED_KEYS = ("space", "escape", "up", "down")
 
 
 def _glfw():
@@ -62,6 +81,7 @@ class Viewer:
         if self.layer not in self.layers:
             raise ContextError(f"no layer {self.layer!r}; layers: {', '.join(self.layers)}")
         self.mode, self.channel, self.paused, self.diverging = "mosaic", 0, False, False
+        self.pending_screenshot = None  # a path to save the next drawn frame as
         self.frame_input = FrameInput(self.pipe)
         self.frames, self.model_ms, self.fps = 0, 0.0, 0.0
         self.glfw.set_key_callback(self.window, self._on_key)
@@ -83,6 +103,9 @@ class Viewer:
         self.ctx.gl.finish()
         self.model_ms = (time.perf_counter() - t0) * 1e3
         self.draw()
+        if self.pending_screenshot:
+            self.screenshot(self.pending_screenshot)
+            self.pending_screenshot = None
         self.ctx.check_error(f"frame {self.frames}")  # a lost context stops the loop
         self.frames += 1
         self.fps = 0.9 * self.fps + 0.1 / max(time.perf_counter() - start, 1e-6)
@@ -165,44 +188,57 @@ class Viewer:
     def screenshot(self, path):
         """Save what the window shows now (the back buffer before swap) as PNG."""
         from PIL import Image
-        data = self.ctx.gl.screen.read(viewport=(0, 0, *self.size), components=3)
-        image = np.frombuffer(data, np.uint8).reshape(self.size[1], self.size[0], 3)[::-1]
-        Image.fromarray(np.ascontiguousarray(image)).save(path)
+        Image.fromarray(read_screen(self.ctx, self.size)).save(path)
         print(f"glcnn view: saved {path}", file=sys.stderr)
 
+    # --- keys: one method per KEYS entry ---------------------------------------------------
     def _on_key(self, window, key, scancode, action, mods):
         if action not in (self.glfw.PRESS, self.glfw.REPEAT):
             return
-        name = self.glfw.get_key_name(key, scancode) or ""
-        layer_channels = self.pipe.shapes[self.layer][0]
-        actions = {
-            "[": lambda: self._cycle_layer(-1), "]": lambda: self._cycle_layer(1),
-            "m": lambda: setattr(self, "mode", "channel" if self.mode == "mosaic" else "mosaic"),
-            "d": lambda: setattr(self, "diverging", not self.diverging),
-            "s": lambda: self.screenshot(f"glcnn-{self.frames}.png"),
-            "h": lambda: print(__doc__.split("Keys", 1)[1]),
-            "q": lambda: self.glfw.set_window_should_close(window, True),
-            "z": lambda: self._bend("zero"), "i": lambda: self._bend("invert"),
-            "=": lambda: self._bend("scale", 1.5), "-": lambda: self._bend("scale", 0.5),
-            "u": self.bender.undo, "r": self.bender.reset,
-        }
-        if key == self.glfw.KEY_SPACE:
-            self.paused = not self.paused
-        elif key == self.glfw.KEY_ESCAPE:
-            self.glfw.set_window_should_close(window, True)
-        elif key in (self.glfw.KEY_UP, self.glfw.KEY_DOWN):
-            step = 1 if key == self.glfw.KEY_UP else -1
-            self.channel = (self.channel + step) % layer_channels
-        elif name in actions:
-            actions[name]()
+        binding = KEYS.get(key_name(self.glfw, key, scancode))
+        if binding is not None:
+            method, args, _ = binding
+            getattr(self, method)(*args)
 
-    def _cycle_layer(self, step):
+    def cycle_layer(self, step):
         self.layer = self.layers[(self.layers.index(self.layer) + step) % len(self.layers)]
         self.channel = min(self.channel, self.pipe.shapes[self.layer][0] - 1)
 
-    def _bend(self, action, *args):
+    def cycle_channel(self, step):
+        self.channel = (self.channel + step) % self.pipe.shapes[self.layer][0]
+
+    def toggle_mode(self):
+        self.mode = "channel" if self.mode == "mosaic" else "mosaic"
+
+    def toggle_diverging(self):
+        self.diverging = not self.diverging
+
+    def toggle_pause(self):
+        self.paused = not self.paused
+
+    def request_screenshot(self):
+        """Save the next frame drawn: keys arrive after the swap, when the back buffer's
+        contents are undefined."""
+        self.pending_screenshot = f"glcnn-{self.frames}.png"
+
+    def bend(self, action, *args):
         if self.pipe.graph.node(self.layer).op in BENDABLE:
             getattr(self.bender, action)(self.layer, self.channel, *args)
+
+    def undo(self):
+        self.bender.undo()
+
+    def reset(self):
+        self.bender.reset()
+
+    def print_help(self):
+        lines: dict[str, list[str]] = {}
+        for name, (_, _, text) in KEYS.items():
+            lines.setdefault(text, []).append(name)
+        print("\n".join(f"  {' / '.join(names):<12} {text}" for text, names in lines.items()))
+
+    def quit(self):
+        self.glfw.set_window_should_close(self.window, True)
 
     def __enter__(self):
         return self
@@ -309,6 +345,33 @@ def open_window(size, title="glcnn", visible=True):
         raise ContextError("glfw could not open an OpenGL 3.3 core window")
     glfw.make_context_current(window)
     return glfw, window, Context(moderngl.create_context())
+
+
+def key_name(glfw, key: int, scancode: int) -> str:
+    """A key's name in KEYS: glfw's name for a printable key (it follows the keyboard
+    layout), the lower-case glfw.KEY_ suffix for UNNAMED_KEYS, else ""."""
+    name = glfw.get_key_name(key, scancode)
+    if name:
+        return name
+    return next((n for n in UNNAMED_KEYS if key == getattr(glfw, f"KEY_{n.upper()}")), "")
+
+
+def read_screen(ctx, size) -> np.ndarray:
+    """The window's back buffer as an (H, W, 3) uint8 image, top row first.
+
+    Not `ctx.gl.screen.read()`: moderngl's Framebuffer.read() selects GL_COLOR_ATTACHMENT0
+    as the read buffer, which a window's default framebuffer does not have, so GL records
+    GL_INVALID_OPERATION (the pixels still come from GL_BACK) and the viewer's next error
+    check fails. Copying into a texture reads the window's own read buffer instead.
+    """
+    copy = ctx.gl.texture(size, 4)
+    try:
+        ctx.gl.copy_framebuffer(copy, ctx.gl.screen)
+        data = copy.read()
+    finally:
+        copy.release()
+    image = np.frombuffer(data, np.uint8).reshape(size[1], size[0], 4)
+    return np.ascontiguousarray(image[::-1, :, :3])
 
 
 def panel_rect(index: int, content) -> tuple[int, int, int, int]:

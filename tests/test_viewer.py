@@ -4,6 +4,7 @@ The window runs in a subprocess (`glcnn view ... --frames N --screenshot F`), as
 would run it. Xvfb comes from .ci/run's apt packages; in CI its absence fails the test.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,7 +19,7 @@ import glcnn
 from glcnn import reference
 from glcnn.display import mosaic_grid
 from glcnn.sources import SyntheticSource
-from glcnn.viewer import GAP, PANEL, panel_rect
+from glcnn.viewer import GAP, KEYS, PANEL, panel_rect
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "weights" / "autoencoder.npz"
@@ -93,12 +94,19 @@ def expected_mosaic(t, u, v, eps=(0.0, 0.0)):
 def check_frame(image, x):
     """Input, output and the enc1 activation panels against numpy for input x."""
     values = reference.run(glcnn.load_graph(MODEL), {"image": x})
+    check_panels(image, x, values["dec2"], values["enc1"])
+
+
+def check_panels(image, x, y, act=None):
+    """The input panel shows x, the output panel y and, unless act is None, the layer panel
+    act as a grey mosaic, each within a grey level or two of numpy."""
     _, h, w = x.shape
     pixels, u, v = panel_pixels(image, panel_rect(0, (w, h)))
-    assert np.abs(pixels - expected_image(x, u, v, 0, 1)).max() <= 1
-    pixels, u, v = panel_pixels(image, panel_rect(1, (w, h)))
-    assert np.abs(pixels - expected_image(values["dec2"], u, v, 0, 1)).max() <= 1
-    act = values["enc1"]
+    assert np.abs(pixels - expected_image(x, u, v, 0, 1)).max() <= 1, "input panel"
+    pixels, u, v = panel_pixels(image, panel_rect(1, (y.shape[2], y.shape[1])))
+    assert np.abs(pixels - expected_image(y, u, v, 0, 1)).max() <= 1, "output panel"
+    if act is None:
+        return
     cols, rows = mosaic_grid(act.shape[0])
     pixels, u, v = panel_pixels(image, panel_rect(2, (cols * act.shape[2], rows * act.shape[1])))
     nudges = [(dx, dy) for dx in (-1e-3, 1e-3) for dy in (-1e-3, 1e-3)]
@@ -107,8 +115,8 @@ def check_frame(image, x):
         grey, valid = expected_mosaic(act, u, v, eps)
         diffs.append(np.where(valid, np.abs(pixels[..., 0] - grey), 0))
     best = np.min(diffs, axis=0)
-    assert best.max() <= 2, (best.max(), np.mean(best > 2))
-    assert np.all(pixels[..., 0] == pixels[..., 1])  # grey
+    assert best.max() <= 2, ("layer panel", best.max(), np.mean(best > 2))
+    assert np.all(pixels[..., 0] == pixels[..., 1]), "layer panel is not grey"
 
 
 def test_synthetic_source_screenshot_matches_numpy(display, tmp_path):
@@ -155,3 +163,39 @@ def test_dcgan_walk_demo_tiles_match_numpy(display, tmp_path):
         v, u = np.mgrid[0:tile, 0:tile]
         expected = expected_image(y, (u + 0.5) / tile, (v + 0.5) / tile, -1, 1)
         assert np.abs(pixels - expected).max() <= 1, i
+
+
+def test_every_key_keeps_correct_frames_coming(display, tmp_path):
+    """Every binding of viewer.KEYS, pressed once in table order (tests/viewer_keys.py), then
+    two frames each: no GL error stops the viewer (it exits 0, and only quit keys ask the
+    window to close), exactly the bending keys change the weights, and every frame's input
+    and output panels, and the layer panel when it is a grey mosaic, match numpy with the
+    weights as the bending keys left them."""
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "viewer_keys.py"), str(tmp_path)],
+                          cwd=tmp_path, env={**os.environ, "DISPLAY": display},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-4000:]
+    keys = json.loads((tmp_path / "keys.json").read_text())
+    assert [k["name"] for k in keys] == list(KEYS)
+    quit_keys = {name for name, (method, _, _) in KEYS.items() if method == "quit"}
+    assert {k["name"] for k in keys if k["closing"]} == quit_keys
+    assert all(text in done.stdout for _, _, text in KEYS.values())  # `h` printed them all
+    frames = json.loads((tmp_path / "frames.json").read_text())
+    assert {f["key"] for f in frames} == {None, *KEYS}
+    for name, (method, _, _) in KEYS.items():  # each edit reached the weights, shown below
+        i = next(i for i, f in enumerate(frames) if f["key"] == name)
+        edited = frames[i]["weights"] != frames[i - 1]["weights"]
+        assert edited == (method in ("bend", "undo", "reset")), (name, method)
+    failures = []
+    for f in frames:
+        image = np.asarray(Image.open(tmp_path / f"frame-{f['frame']}.png")).astype(np.int16)
+        data = np.load(tmp_path / f"frame-{f['frame']}.npz")
+        grey_mosaic = f["mode"] == "mosaic" and not f["diverging"]
+        try:
+            check_panels(image, data["x"], data["y"], data["act"] if grey_mosaic else None)
+        except AssertionError as exc:
+            failures.append(f"{f}: {exc}")
+    assert not failures, "\n".join(failures)
+    after_s = next(f["frame"] for f in frames if f["key"] == "s")  # `s` saves the next frame
+    saved = np.asarray(Image.open(tmp_path / f"glcnn-{after_s}.png"))
+    assert np.array_equal(saved, np.asarray(Image.open(tmp_path / f"frame-{after_s}.png")))
