@@ -14,6 +14,7 @@ from .errors import (
     GraphError,
     MismatchError,
     ModelFileError,
+    NothingComparedError,
     ShaderCompileError,
     ShapeError,
     TextureSizeError,
@@ -51,6 +52,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Builder", "calibrate", "load", "load_graph", "load_state_dict", "save",
     "Context", "ContextError", "GlcnnError", "Graph", "GraphError", "MismatchError",
-    "ModelFileError", "Node", "Pipeline", "Readback", "ShaderCompileError", "ShapeError",
-    "TextureSizeError", "TOLERANCE", "UnsupportedOpError", "WeightError",
+    "ModelFileError", "Node", "NothingComparedError", "Pipeline", "Readback",
+    "ShaderCompileError", "ShapeError", "TextureSizeError", "TOLERANCE", "UnsupportedOpError",
+    "WeightError",
 ]

@@ -138,7 +138,8 @@ def load_state_dict(graph: Graph, state, strict: bool = True) -> Graph:
         strict: require that every weight of the graph is given and every key is used.
     Raises:
         WeightError: naming the key, and both shapes on a mismatch.
-        ModelFileError: if the file cannot be read.
+        ModelFileError: if the file cannot be read, or is a glcnn native model (open that
+            with `glcnn.load`).
     """
     if not isinstance(state, dict):
         state = _read_npz(state)
@@ -181,7 +182,7 @@ def _read_npz(path) -> dict:
     """The arrays of a state_dict .npz, headers checked first and nothing unpickled.
 
     Raises:
-        ModelFileError: naming the file.
+        ModelFileError: naming the file; for a native model, saying to use glcnn.load.
     """
-    from .importers.npz import read_members
-    return read_members(Path(path))
+    from .importers.npz import read_state_dict
+    return read_state_dict(Path(path))

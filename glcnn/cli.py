@@ -10,7 +10,7 @@
 
 Errors print one line on stderr and exit with status 2 (a traceback with GLCNN_DEBUG set).
 `glcnn diff` exits with 0 when every layer is within the precision's tolerance and 1 when
-a layer diverged (so scripts and CI can gate on it).
+a layer diverged or no layer could be compared (so scripts and CI can gate on it).
 """
 
 import argparse
@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_diff_parser(sub) -> None:
     diff = sub.add_parser("diff", help="per-layer error against a reference; exit 1 if a "
-                                       "layer diverged")
+                                       "layer diverged or none was compared")
     diff.add_argument("model", help="model file (.onnx or glcnn .npz)")
     diff.add_argument("input", help=".npy in the model's layout (NCHW float32) or an image")
     diff.add_argument("--against", nargs="+", metavar="REF",
@@ -176,8 +176,25 @@ def _against(values) -> tuple[str | None, str | None]:
 
 
 def cmd_diff(args) -> int:
-    """Print the per-layer table; 0 when all layers are within tolerance, 1 otherwise."""
-    from .diff import calibrate_if_needed, diff_pipeline, format_table
+    """Print the per-layer table; 0 when all layers are within tolerance, 1 when one
+    diverged or when nothing was compared (one line on stderr: what was looked for)."""
+    from .diff import NothingComparedError, format_table
+    try:
+        report = _diff_report(args)
+    except NothingComparedError as exc:
+        if debug.level() >= 1:
+            raise
+        print(f"glcnn diff: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    print(format_table(report, args.precision))
+    if args.png:
+        print(f"wrote per-layer images and index.tsv to {args.png}")
+    return 1 if report.first_divergence else 0
+
+
+def _diff_report(args):
+    """Run the model keeping every layer and compare each with the reference (a DiffReport)."""
+    from .diff import calibrate_if_needed, diff_pipeline
     from .diff_refs import check_against
     from .pipeline import Pipeline
     from .prepared import load_optimized
@@ -196,10 +213,7 @@ def cmd_diff(args) -> int:
         report = diff_pipeline(pipe, {name: x}, against, args.model, folder, args.png)
         print(f"{Path(args.model).name} against {against} ({args.precision}, "
               f"{pipe.ctx.renderer})")
-    print(format_table(report, args.precision))
-    if args.png:
-        print(f"wrote per-layer images and index.tsv to {args.png}")
-    return 1 if report.first_divergence else 0
+    return report
 
 
 def cmd_bench(args) -> None:

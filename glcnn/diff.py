@@ -11,18 +11,23 @@ the input's rounding; the input rows compare the stored input with the given one
 
 Error per layer: max |glcnn − ref| / max(1, max |ref|) (the tests' scaled error), held to
 glcnn.precision.TOLERANCE[precision]. Errors propagate, so the layers after a divergent one
-usually exceed the tolerance too; only the first is named.
+usually exceed the tolerance too; only the first is named. Layers without a reference are
+listed as such, but a diff where no layer has one raises `NothingComparedError`: a
+comparison of nothing must not pass.
 """
 
+import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
+from .diff_refs import NothingComparedError, check_against, examples, reference_outputs
 from .errors import GlcnnError
 from .precision import TOLERANCE  # the one table, shared with the tests
 
-__all__ = ["TOLERANCE", "DiffReport", "LayerDiff", "diff", "diff_pipeline", "format_table"]
+__all__ = ["TOLERANCE", "DiffReport", "LayerDiff", "NothingComparedError", "diff",
+           "diff_pipeline", "format_table"]
 
 
 @dataclass
@@ -104,8 +109,14 @@ def compare_all(order: list[tuple[str, str]], outputs: dict, refs: dict,
         order: (tensor name, op label) in execution order, graph inputs first.
         outputs: glcnn's (C, H, W) arrays by name; refs: the reference's (missing: no row
             errors).
+    Raises:
+        NothingComparedError: no layer (graph inputs aside) has a reference.
     """
     rows = [compare(name, op, outputs[name], refs.get(name), tolerance) for name, op in order]
+    if not any(row.compared for row in rows if row.op != "Input"):
+        layers = [name for name, op in order if op != "Input"]
+        raise NothingComparedError(f"nothing compared: none of the {len(layers)} layers "
+                                   f"({examples(layers)}) has a reference")
     first = next((row.layer for row in rows if row.exceeds), None)
     return DiffReport(rows, first)
 
@@ -154,7 +165,9 @@ def diff(model, inputs, against: str | None = None, precision: str = "fp32", ctx
     """Run `model` on the GPU keeping every layer and compare each with a reference.
 
     Args:
-        model: a model file (.onnx, .npz, ...) as for `glcnn.load`.
+        model: a model file (.onnx, .npz, ...) as for `glcnn.load`. Not a Pipeline: its
+            precision and context are already chosen, and onnxruntime needs the file; use
+            `diff_pipeline` for one.
         inputs: one array for a one-input model, or a dict name -> array (model layout).
         against: "numpy", "onnxruntime", "tfjs-outputs" or None (`diff_refs.default_against`).
         precision: storage precision of the pipeline ("fp32", "fp16", "u8"; u8 needs the
@@ -165,12 +178,19 @@ def diff(model, inputs, against: str | None = None, precision: str = "fp32", ctx
     Returns:
         DiffReport(rows, first_divergence).
     Raises:
-        GlcnnError: unreadable model or input, unknown precision or reference, onnxruntime
-            missing, reference files of the wrong shape.
+        GlcnnError: `model` not a file name (e.g. a Pipeline), unreadable model or input,
+            unknown precision or reference, onnxruntime missing, reference files of the
+            wrong shape.
+        NothingComparedError: no layer has a reference (e.g. no file of `tfjs_dir` matches).
     """
-    from .diff_refs import check_against
     from .pipeline import Pipeline
     from .prepared import load_optimized
+    if isinstance(model, Pipeline):
+        raise GlcnnError("glcnn.diff.diff takes a model file; for a compiled Pipeline (built "
+                         "with keep=\"all\") call glcnn.diff.diff_pipeline(pipe, x, against)")
+    if not isinstance(model, (str, os.PathLike)):
+        raise GlcnnError(f"glcnn.diff.diff takes a model file (str or path), not "
+                         f"{type(model).__name__}")
     against = check_against(against, model, tfjs_dir)
     graph = load_optimized(model)
     calibrate_if_needed(graph, precision, _named_inputs(graph, inputs), ctx)
@@ -187,9 +207,14 @@ def diff_pipeline(pipe, inputs, against: str = "numpy", model=None, tfjs_dir=Non
 
     Args and Returns: as for `diff`; `model` is the file ("onnxruntime" needs the .onnx).
     Raises:
-        GlcnnError: as for `diff`; a pipeline without keep="all".
+        GlcnnError: as for `diff`; `pipe` not a Pipeline; a pipeline without keep="all".
+        NothingComparedError: as for `diff`.
     """
-    from .diff_refs import reference_outputs
+    from .pipeline import Pipeline
+    if not isinstance(pipe, Pipeline):
+        raise GlcnnError(f"glcnn.diff.diff_pipeline takes a compiled Pipeline, not "
+                         f"{type(pipe).__name__}; for a model file call glcnn.diff.diff(model, "
+                         "x, against)")
     given = _named_inputs(pipe.graph, inputs)
     outputs = run_layers(pipe, given)
     stored = {name: outputs[name] for name in pipe.graph.inputs}

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .diff import abs_error
-from .diff_refs import safe_name
+from .diff_refs import NothingComparedError, safe_name
 from .errors import GlcnnError
 
 GAP = 4  # pixels between panels
@@ -90,8 +90,13 @@ def write_pngs(folder, rows, outputs: dict, refs: dict) -> list[Path]:
         The PNG paths written.
     Raises:
         GlcnnError: the folder cannot be created or written.
+        NothingComparedError: no layer of `rows` was compared (nothing to draw).
     """
     folder = Path(folder)
+    layers = [row for row in rows if row.op != "Input"]
+    if not any(row.compared for row in layers):
+        raise NothingComparedError(f"nothing compared: none of the {len(layers)} layers has a "
+                                   f"reference; no images written to {folder}")
     index = ["file\tlayer\top\tglcnn_min\tglcnn_max\tref_min\tref_max\tdiff_max"]
     written = []
     try:

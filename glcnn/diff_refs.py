@@ -9,7 +9,11 @@
   name (`safe_name`: characters other than letters, digits, ".", "_", "-" become "_"), e.g.
   written from TF.js with `layer.apply` per layer. Shapes (1, H, W, C) or (H, W, C) are
   transposed to (C, H, W) when the graph's meta says layout "NHWC"; (1, F) or (F,) vectors
-  become (F, 1, 1). Layers without a file have no reference.
+  become (F, 1, 1). Layers without a file have no reference; a folder where no file
+  matches a layer is a `NothingComparedError` naming the folder and the expected names.
+
+A comparison that compares nothing proves nothing, so it fails (`NothingComparedError`)
+instead of passing.
 """
 
 import re
@@ -17,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError
+from .errors import GlcnnError, NothingComparedError
 
 AGAINST = ("onnxruntime", "numpy", "tfjs-outputs")
+EXAMPLES = 5  # expected file or layer names an error lists
 
 
 def default_against(model) -> str:
@@ -145,6 +150,7 @@ def tfjs_outputs(folder, graph) -> dict:
 
     Raises:
         GlcnnError: an unreadable file, or one whose shape does not fit its layer.
+        NothingComparedError: no file of `folder` matches a layer.
     """
     from .ops import build_ops
     shapes = build_ops(graph)[1]
@@ -155,7 +161,25 @@ def tfjs_outputs(folder, graph) -> dict:
         if path.is_file():
             refs[node.name] = _as_chw(_load_npy(path), shapes[node.name], str(path),
                                       channels_last)
+    if not refs:
+        raise NothingComparedError(no_files_message(folder, graph))
     return refs
+
+
+def no_files_message(folder, graph) -> str:
+    """"nothing compared: no file in DIR matches a layer; looked for a.npy, ..." and, as a
+    hint at the naming, which .npy files the folder does hold."""
+    expected = [f"{safe_name(n.name)}.npy" for n in graph.nodes]
+    found = sorted(p.name for p in Path(folder).glob("*.npy"))
+    return (f"nothing compared: no file in {folder} matches a layer of the model; looked for "
+            f"{examples(expected)}; the folder holds {len(found)} .npy files"
+            + (f" ({examples(found)})" if found else ""))
+
+
+def examples(names: list[str]) -> str:
+    """The first EXAMPLES names, and how many more there are."""
+    more = len(names) - EXAMPLES
+    return ", ".join(names[:EXAMPLES]) + (f", ... ({more} more)" if more > 0 else "")
 
 
 def _load_npy(path: Path) -> np.ndarray:

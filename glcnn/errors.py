@@ -55,3 +55,8 @@ class ModelFileError(GlcnnError):
 class MismatchError(GlcnnError):
     """Two implementations of a model disagree beyond tolerance (`glcnn bench` refuses to
     time a wrong computation)."""
+
+
+class NothingComparedError(GlcnnError):
+    """A comparison found nothing to compare (no layer with a reference): it must not pass;
+    `glcnn diff` exits 1 on it."""

@@ -13,9 +13,17 @@ from .passes import optimize
 
 
 def autoencoder(size=(32, 32), weights=None) -> Graph:
-    """The autoencoder for (3, H, W) inputs in [0, 1]; layers enc1, enc2, dec1, dec2."""
+    """The autoencoder for (3, H, W) inputs in [0, 1]; layers enc1, enc2, dec1, dec2.
+
+    Args:
+        size: (H, W), or one int for a square input; each divisible by 4.
+        weights: a PyTorch state_dict (dict or `.npz` path: "enc1.weight", ...), as for
+            `glcnn.load_state_dict`. The shipped weights/autoencoder.npz is a whole native
+            model: open it with `glcnn.load`.
+    """
+    height, width = (size, size) if isinstance(size, int) else size
     b = Builder()
-    x = b.input("image", (3, *size))
+    x = b.input("image", (3, height, width))
     h = b.conv(x, 64, 4, stride=2, padding=1, activation="Relu", name="enc1")
     h = b.conv(h, 256, 4, stride=2, padding=1, activation="Relu", name="enc2")
     h = b.conv_transpose(h, 64, 4, stride=2, padding=1, activation="Relu", name="dec1")

@@ -48,6 +48,18 @@ def assert_close(y, ref, precision: str, what: str) -> float:
     return err
 
 
+def assert_all_close(ys: dict, refs: dict, precision: str, what: str) -> float:
+    """`assert_close` for every tensor of `refs` (name -> array); returns the worst error.
+
+    A comparison of nothing proves nothing: fails when `refs` is empty or `ys` lacks one of
+    its names.
+    """
+    assert refs, f"{what}: nothing compared (no reference tensors)"
+    missing = sorted(set(refs) - set(ys))
+    assert not missing, f"{what}: glcnn has no tensor {missing} (it has {sorted(ys)})"
+    return max(assert_close(ys[k], refs[k], precision, f"{what} tensor {k!r}") for k in refs)
+
+
 def random_inputs(shapes, seed=0):
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(s).astype(np.float32) for s in shapes]

@@ -1,10 +1,14 @@
 """Builder, state_dict loading and the native .npz format (no GL needed)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import glcnn
 from glcnn import models, reference
+
+SHIPPED = Path(__file__).resolve().parents[1] / "weights"
 
 
 def _state(graph):
@@ -31,6 +35,22 @@ def test_state_dict_from_npz_file(tmp_path):
     np.savez(tmp_path / "ae.npz", **state)
     graph = models.autoencoder(weights=tmp_path / "ae.npz")
     np.testing.assert_array_equal(graph.node("enc2").weights["W"], state["enc2.weight"])
+
+
+def test_native_model_as_weights_says_to_load_it():
+    """The shipped native model passed as a state_dict used to fail with "weight
+    'glcnn_graph' matches no layer"."""
+    path = SHIPPED / "autoencoder.npz"
+    with pytest.raises(glcnn.ModelFileError, match=r"autoencoder.npz is a glcnn native model "
+                       r"\(a whole saved graph.*open it with glcnn.load\("):
+        models.autoencoder(32, path)
+    with pytest.raises(glcnn.ModelFileError, match="glcnn native model"):
+        models.dcgan_generator(nz=32, ngf=16, weights=SHIPPED / "dcgan_shapes.npz")
+
+
+def test_autoencoder_size_int_or_pair():
+    assert models.autoencoder(32).inputs == {"image": (3, 32, 32)}
+    assert models.autoencoder((16, 24)).inputs == {"image": (3, 16, 24)}
 
 
 def test_native_round_trip(tmp_path):

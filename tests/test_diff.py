@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import assert_all_close
 from onnx import helper
 from onnx_models import make_model, rand
 from PIL import Image
@@ -15,8 +16,16 @@ from PIL import Image
 import glcnn
 from glcnn import cli, models, reference
 from glcnn.bending import write_changed
-from glcnn.diff import TOLERANCE, compare, compare_all, diff, diff_pipeline, format_table
-from glcnn.diff_png import GAP, HEADER, mosaic, normalise
+from glcnn.diff import (
+    TOLERANCE,
+    NothingComparedError,
+    compare,
+    compare_all,
+    diff,
+    diff_pipeline,
+    format_table,
+)
+from glcnn.diff_png import GAP, HEADER, mosaic, normalise, write_pngs
 from glcnn.diff_refs import onnx_counterparts, onnxruntime_outputs
 from glcnn.graph import Graph, Node
 from glcnn.passes import optimize
@@ -198,6 +207,31 @@ def test_compare_all_names_only_the_first_and_skips_missing_references():
         format_table(report, "fp32")
 
 
+def test_compare_all_without_any_reference_fails():
+    """Only the input row has a reference: nothing was compared, which must not pass."""
+    ones = np.ones((1, 2, 2))
+    order = [("x", "Input")] + [(f"l{i}", "Conv") for i in range(7)]
+    outputs = {name: ones for name, _ in order}
+    with pytest.raises(NothingComparedError, match=r"nothing compared: none of the 7 layers "
+                       r"\(l0, l1, l2, l3, l4, \.\.\. \(2 more\)\) has a reference"):
+        compare_all(order, outputs, {"x": ones}, 1e-5)
+
+
+def test_png_without_compared_layers_fails(tmp_path):
+    ones = np.ones((1, 2, 2))
+    rows = [compare("x", "Input", ones, ones, 1e-5), compare("l", "Conv", ones, None, 1e-5)]
+    with pytest.raises(NothingComparedError, match="no images written"):
+        write_pngs(tmp_path, rows, {"x": ones, "l": ones}, {"x": ones})
+
+
+def test_assert_all_close_fails_on_nothing_to_compare():
+    with pytest.raises(AssertionError, match="nothing compared"):
+        assert_all_close({"a": np.ones(2)}, {}, "fp32", "empty")
+    with pytest.raises(AssertionError, match=r"no tensor \['b'\]"):
+        assert_all_close({"a": np.ones(2)}, {"b": np.ones(2)}, "fp32", "disjoint")
+    assert assert_all_close({"a": np.ones(2)}, {"a": np.ones(2)}, "fp32", "same") == 0
+
+
 def test_shape_mismatch_names_the_layer():
     with pytest.raises(glcnn.GlcnnError, match="layer 'l'.*(1, 2, 2).*(2, 2, 1)"):
         compare("l", "Conv", np.ones((1, 2, 2)), np.ones((2, 2, 1)), 1e-5)
@@ -237,6 +271,38 @@ def test_tfjs_outputs_channels_last(ctx, tmp_path):
     np.save(tmp_path / "pool.npy", ref["pool"])  # channels-first: wrong for an NHWC model
     with pytest.raises(glcnn.GlcnnError, match="pool.npy has shape"):
         diff(tmp_path / "m.npz", x, "tfjs-outputs", ctx=ctx, tfjs_dir=tmp_path)
+
+
+def test_tfjs_folder_matching_no_layer_fails(ctx, tmp_path):
+    graph = nhwc_model(tmp_path / "m.npz")
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    x = np.zeros(graph.inputs["input"], np.float32)
+    for held in ([], ["conv2d_1.npy", "max_pooling2d.npy"]):
+        for name in held:
+            np.save(outputs / name, np.zeros((6, 8, 5)))
+        with pytest.raises(NothingComparedError) as raised:
+            diff(tmp_path / "m.npz", x, "tfjs-outputs", ctx=ctx, tfjs_dir=outputs)
+        message = str(raised.value)
+        assert message.startswith(f"nothing compared: no file in {outputs} matches a layer")
+        assert "looked for conv.npy, pool.npy, gap.npy;" in message
+        assert message.endswith(f"holds {len(held)} .npy files"
+                                + (" (conv2d_1.npy, max_pooling2d.npy)" if held else ""))
+
+
+@pytest.mark.parametrize("case", ["pipeline", "graph"])
+def test_diff_of_a_pipeline_or_graph_says_what_it_takes(ctx, case):
+    graph = models.autoencoder(size=(16, 24))
+    with glcnn.Pipeline(graph, ctx, keep="all") as pipe:
+        model, message = {"pipeline": (pipe, "for a compiled Pipeline .*glcnn.diff.diff_pipeline"),
+                          "graph": (graph, "a model file \\(str or path\\), not Graph")}[case]
+        with pytest.raises(glcnn.GlcnnError, match=message):
+            diff(model, x_ae(), "numpy")
+
+
+def test_diff_pipeline_of_a_path_says_what_it_takes(ae_file):
+    with pytest.raises(glcnn.GlcnnError, match="takes a compiled Pipeline, not PosixPath"):
+        diff_pipeline(ae_file, x_ae())
 
 
 # --- images -------------------------------------------------------------------------------------
@@ -293,6 +359,22 @@ def test_cli_divergence_exits_1_and_writes_pngs(ae_file, tmp_path):
     assert "first divergence: layer enc2 (Conv+Relu): scaled error" in done.stdout
     assert sorted(p.name for p in (tmp_path / "png").glob("*.png")) == \
         ["01_enc1.png", "02_enc2.png"]
+
+
+def test_cli_nothing_compared_exits_1_naming_the_expected_files(ae_file, tmp_path):
+    """A folder where no file matches a layer used to print "all 0 layers within tolerance"
+    and exit 0."""
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    np.save(outputs / "conv2d.npy", np.zeros((64, 8, 12)))
+    np.save(tmp_path / "x.npy", x_ae())
+    done = glcnn_cli("diff", ae_file, tmp_path / "x.npy", "--against", "tfjs-outputs", outputs)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"glcnn diff: error: nothing compared: no file in {outputs} matches a layer of the "
+        "model; looked for enc1.npy, enc2.npy, dec1.npy, dec2.npy; the folder holds 1 .npy "
+        "files (conv2d.npy)"]
+    assert "within tolerance" not in done.stdout
 
 
 @pytest.mark.parametrize("args,message", [

@@ -64,6 +64,21 @@ def load(path) -> Graph:
     return graph
 
 
+def read_state_dict(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a PyTorch-named weights `.npz` (`read_members`), refusing a native model.
+
+    Raises:
+        ModelFileError: as `read_members`; a glcnn native model (a whole saved graph), with
+            the call that opens it.
+    """
+    arrays = read_members(path)
+    if GRAPH_KEY in arrays:
+        raise ModelFileError(f"{path} is a glcnn native model (a whole saved graph: layers "
+                             "and weights), not a state_dict of weights; open it with "
+                             f"glcnn.load({str(path)!r}) (or glcnn.load_graph for the Graph)")
+    return arrays
+
+
 def read_members(path: Path) -> dict[str, np.ndarray]:
     """Every member of the npz at `path` as an array, headers checked before any data is read.
 
