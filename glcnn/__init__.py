@@ -30,7 +30,7 @@ from .prepared import load_optimized
 
 
 def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
-         cache: bool | None = None) -> Pipeline:
+         cache: bool | None = None, calibration=None) -> Pipeline:
     """Load a model file (.onnx, glcnn's native .npz, TF.js model.json) and compile it on `ctx`.
 
     The graph is optimised (BatchNorm folded, activations and residual adds fused) and
@@ -42,10 +42,18 @@ def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
         path: the model file.
         ctx, precision, keep, strategy: as for `Pipeline`.
         cache: use the prepared-model cache (default: unless GLCNN_CACHE=0).
+        calibration: sample inputs (a list of arrays or dicts, or one array) to calibrate
+            the u8 ranges on, as `calibrate` does on the optimised graph; needed for
+            precision="u8" unless the file stores ranges. The ranges end up in
+            `pipeline.graph.meta["u8_ranges"]` (`save(pipeline.graph, path)` keeps them).
     Raises:
-        ModelFileError, and the GlcnnError subclasses of `Pipeline`.
+        ModelFileError, and the GlcnnError subclasses of `Pipeline` (for "u8" without
+        ranges: a GlcnnError asking for `calibration=`).
     """
-    return Pipeline(load_optimized(path, cache), ctx, precision, keep, strategy=strategy)
+    graph = load_optimized(path, cache)
+    if calibration is not None:
+        calibrate(graph, calibration, ctx)
+    return Pipeline(graph, ctx, precision, keep, strategy=strategy)
 
 __version__ = "0.1.0"
 

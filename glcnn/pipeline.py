@@ -101,7 +101,8 @@ class Pipeline:
             each GL call, so pipelines on different contexts may be used in any order.
         precision: storage of activations, "fp32" (RGBA32F), "fp16" (RGBA16F) or "u8"
             (RGBA8, range-scaled per channel with graph.meta["u8_ranges"] from
-            glcnn.calibrate); arithmetic is float32 in every mode.
+            glcnn.calibrate; normalisation inputs and statistics stay RGBA32F,
+            glcnn.precision.float_tensors); arithmetic is float32 in every mode.
         keep: tensor names that must keep their own texture so `texture(name)` stays
             valid after `run()`; "all" keeps every tensor (the viewer and `diff` do this).
         memory_budget: most bytes of textures this pipeline may allocate (int, or a string
@@ -131,14 +132,14 @@ class Pipeline:
         self.graph, self.precision = graph, precision
         self.strategy = _strategy(strategy, self.ctx)
         self.ops, self.shapes = build_ops(graph)
-        self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes) \
-            if precision == "u8" else None
         keep = set(self.shapes) if keep == "all" else set(keep)
         self.plan = Plan(graph, self.ops, self.shapes, self.ctx, precision, self.strategy, keep)
+        self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes,
+                           self.plan.float_tensors) if precision == "u8" else None
         self.blocking, self.blocked_tensors = self.plan.blocking, self.plan.blocked_tensors
         self.plan.check_sizes(memory_budget_bytes(memory_budget))
         self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
-        self._scratch: dict[tuple[int, int], moderngl.TextureArray] = {}
+        self._scratch: dict[tuple, moderngl.TextureArray] = {}  # by (size, dtype)
         self._input_buffers: dict[int, BufferTexture] = {}  # by id of the texture copied
         self._buffer_holds: dict[int, str] = {}  # input buffer id -> tensor last copied in
         self._pbos: dict[str, moderngl.Buffer] = {}
@@ -187,22 +188,22 @@ class Pipeline:
     def shape_uniform(self, name: str) -> tuple[int, int, int, int]:
         """The ivec4 shaders address tensor `name` with: (C, H, W, cols | u8 id << 16)."""
         c, h, w, cols = Atlas.of(self.shapes[name]).shape_uniform
-        return c, h, w, cols | (self.u8.ids[name] << 16 if self.u8 else 0)
+        return c, h, w, cols | (self.u8.ids.get(name, 0) << 16 if self.u8 else 0)
 
     def _new_texture(self, name: str) -> moderngl.Texture | moderngl.TextureArray:
         """Storage for tensor `name`: its atlas, or a texture array (`Plan.blocked_tensors`)."""
-        kind, size, layers = self.plan.storage(name)
-        return self._new_image(size, layers if kind == "blocked" else 0)
+        kind, size, layers, dtype = self.plan.storage(name)
+        return self._new_image(size, layers if kind == "blocked" else 0, dtype)
 
-    def _new_image(self, size: tuple[int, int], layers: int = 0):
-        """A texture (layers=0) or texture array of RGBA texels in the precision's format,
-        sampled NEAREST and clamped, as every shader reads texel centres.
+    def _new_image(self, size: tuple[int, int], layers: int = 0, dtype: str | None = None):
+        """A texture (layers=0) or texture array of RGBA texels of moderngl `dtype` (default:
+        the precision's), sampled NEAREST and clamped, as every shader reads texel centres.
 
         Its sides are layout.texture_side of `size`'s (no power of two, so llvmpipe compiles
         each program once whatever the tensor sizes); passes draw into the `size` corner
         (`_framebuffer`), readers address texels by shape, and the margin stays zero.
         """
-        dtype = PRECISIONS[self.precision]
+        dtype = dtype or PRECISIONS[self.precision]
         full = self.plan.allocated(size)
         tex = (self.ctx.gl.texture_array((*full, layers), 4, dtype=dtype) if layers
                else self.ctx.gl.texture(full, 4, dtype=dtype))
@@ -291,14 +292,15 @@ class Pipeline:
         """The copy from `blocking`'s render targets (the layers of a texture array shared by
         every blocked pass of that size: each is read right after it is written) into the atlas
         behind `out`."""
-        if blocking.size not in self._scratch:
-            self._scratch[blocking.size] = self._new_image(
-                blocking.size, self.plan.scratch_sizes()[blocking.size])
+        key = (blocking.size, self.plan.dtype(name))
+        if key not in self._scratch:
+            self._scratch[key] = self._new_image(blocking.size, self.plan.scratch_sizes()[key],
+                                                 key[1])
         program = self.ctx.program("unblock.glsl", blocking.defines | {"CUSTOM_MAIN": 1}, name)
         uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform,
                     "u_bands": blocking.band_uniform, "u_blocks": 0}
         return Unblock(program, self.ctx.gl.vertex_array(program, []), out,
-                       self._scratch[blocking.size], uniforms)
+                       self._scratch[key], uniforms)
 
     # --- run ---------------------------------------------------------------------------
     @_gl_errors
@@ -414,8 +416,8 @@ class Pipeline:
                                   viewport=(0, 0, *Atlas.of(self.shapes[name]).size))
 
     def _encode(self, name, x) -> np.ndarray:
-        if self.u8 is None:
-            return pack(x.astype(np.float32)).astype(NUMPY_DTYPE[self.precision])
+        if self.u8 is None or name not in self.u8.ids:  # stored as is
+            return pack(x.astype(np.float32)).astype(NUMPY_DTYPE[self.textures[name].dtype])
         return np.round(pack(self.u8.encode(name, x)) * 255).astype(np.uint8)
 
     def _draw(self, p: Pass) -> None:
@@ -490,9 +492,9 @@ class Pipeline:
     def _from_texels(self, name: str, raw: bytes) -> np.ndarray:
         """Tensor `name` as float32 (C, H, W) from the bytes of its texture."""
         tex = self.textures[name]
-        data = np.frombuffer(raw, NUMPY_DTYPE[self.precision])
+        data = np.frombuffer(raw, NUMPY_DTYPE[tex.dtype])
         data = data.reshape(tex.height, tex.width, 4).astype(np.float32)
-        if self.u8 is None:
+        if self.u8 is None or name not in self.u8.ids:  # stored as is
             return unpack(data, self.shapes[name])
         return self.u8.decode(name, unpack(data / 255.0, self.shapes[name]))
 

@@ -19,7 +19,7 @@ from .graph import Graph
 from .layout import Atlas, Blocking, texture_side
 from .limits import mib
 from .ops import Op
-from .precision import TEXTURE_DTYPE
+from .precision import TEXTURE_DTYPE, float_tensors
 
 BLOCK_SHAPE = (2, 4)  # (rows, cols) of output pixels per fragment in "blocked" passes
 # ... and for convs (not transposed) with outputs at least WIDE_FROM columns wide, where a
@@ -72,6 +72,8 @@ class Plan:
                  strategy: str, keep: set):
         self.graph, self.ops, self.shapes, self.ctx = graph, ops, shapes, ctx
         self.precision, self.strategy = precision, strategy
+        # Tensors a u8 pipeline keeps in float32 (precision.float_tensors).
+        self.float_tensors = float_tensors(graph) if precision == "u8" else set()
         self.blocking = self._blocking()
         self.blocked_tensors = self._blocked_tensors(keep)
         self.texture_of = self._recycle(keep)
@@ -181,21 +183,27 @@ class Plan:
                  for name, b in self.blocking.items() if name not in in_place}
         return len(keys)
 
+    def dtype(self, name: str) -> str:
+        """The moderngl dtype of tensor `name`'s texture: the precision's, or "f4" for the
+        float tensors of a u8 pipeline."""
+        return "f4" if name in self.float_tensors else TEXTURE_DTYPE[self.precision]
+
     def storage(self, name: str) -> tuple:
-        """What tensor `name` is stored in, (kind, size, layers): ("atlas", size, 1) or
-        ("blocked", render-target size, render targets) for a texture array."""
+        """What tensor `name` is stored in, (kind, size, layers, dtype): ("atlas", size, 1,
+        dtype) or ("blocked", render-target size, render targets, dtype) for a texture array."""
         blocking = self.blocked_tensors.get(name)
         if blocking is None:
-            return ("atlas", Atlas.of(self.shapes[name]).size, 1)
-        return ("blocked", blocking.size, blocking.targets)
+            return ("atlas", Atlas.of(self.shapes[name]).size, 1, self.dtype(name))
+        return ("blocked", blocking.size, blocking.targets, self.dtype(name))
 
-    def scratch_sizes(self) -> dict[tuple[int, int], int]:
-        """Render-target size -> how many of that size (layers of one texture array) the
-        blocked passes need at once."""
+    def scratch_sizes(self) -> dict[tuple[tuple[int, int], str], int]:
+        """(render-target size, dtype) -> how many of that size (layers of one texture array)
+        the blocked passes need at once."""
         need = defaultdict(int)
         for name, b in self.blocking.items():
             if name not in self.blocked_tensors:  # those render into their own array
-                need[b.size] = max(need[b.size], b.targets)
+                key = (b.size, self.dtype(name))
+                need[key] = max(need[key], b.targets)
         return need
 
     def check_sizes(self, budget: int) -> None:
@@ -228,16 +236,18 @@ class Plan:
                                            f"needs {width}×{height} texels; "
                                            f"this GL allows {limit}×{limit}")
                 weight_bytes += math.prod(self.allocated((width, height))) * WEIGHT_TEXEL_BYTES
-        texel = 4 * DTYPE_BYTES[TEXTURE_DTYPE[self.precision]]
-        tensor_bytes = sum(texel * math.prod(self.allocated(self.storage(name)[1]))
-                           * self.storage(name)[2] for name in set(self.texture_of.values()))
-        tensor_bytes += sum(texel * math.prod(self.allocated(size)) * n
-                            for size, n in self.scratch_sizes().items())
+        tensor_bytes = 0
+        for name in set(self.texture_of.values()):
+            _, size, layers, dtype = self.storage(name)
+            tensor_bytes += 4 * DTYPE_BYTES[dtype] * math.prod(self.allocated(size)) * layers
+        tensor_bytes += sum(4 * DTYPE_BYTES[dtype] * math.prod(self.allocated(size)) * n
+                            for (size, dtype), n in self.scratch_sizes().items())
         copied = {self.texture_of[op.node.inputs[0]] for op in self.ops
                   if self.reads_input_buffer(op, self.blocked_tensors)}  # input buffers
-        buffer_texel = 4 * DTYPE_BYTES[INPUT_BUFFER_DTYPE[TEXTURE_DTYPE[self.precision]]]
-        tensor_bytes += sum(buffer_texel * math.prod(self.allocated(self.storage(name)[1]))
-                            for name in copied)
+        for name in copied:
+            _, size, _, dtype = self.storage(name)
+            tensor_bytes += (4 * DTYPE_BYTES[INPUT_BUFFER_DTYPE[dtype]]
+                             * math.prod(self.allocated(size)))
         if tensor_bytes + weight_bytes > budget:
             raise TextureSizeError(
                 f"model needs {mib(tensor_bytes + weight_bytes)} of textures "
