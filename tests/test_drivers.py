@@ -1,0 +1,70 @@
+"""The driver matrix: the op and model parity tests again on other GL drivers (DESIGN.md 6).
+
+A result right on llvmpipe and wrong on another driver is a glcnn bug, so the parity subset
+below runs, in subprocesses started side by side, on
+
+- **softpipe** (`GALLIUM_DRIVER=softpipe`): Mesa's other software rasteriser, single-threaded
+  and several times slower, with its own texture and buffer code (it found the buffer-texture
+  wrap that Context.buffer_fits now probes for);
+- **gl33-small-limits**: llvmpipe forced down to GL 3.3 / GLSL 330, with glcnn's view of the
+  limits cut to small real-world values (GLCNN_GL_LIMITS), so every fallback path (filters and
+  inputs in 2D textures instead of buffer textures, in-place blocked reading, smaller
+  textures) runs on a real driver against the reference.
+
+The subset covers every shader variant: direct, blocked, in-place, buffer and no-buffer
+weights and inputs, transposed, every op, each precision, and seven whole models. Each
+subprocess first checks that it got the driver and limits it asked for
+(tests/test_contexts.py::test_driver_is_the_one_asked_for). zink over lavapipe would be a
+third driver, but on Mesa 22.3 it does not come up with surfaceless EGL (README "Drivers").
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL_LIMITS = "texture=4096,buffer=65536,draw_buffers=8,attachments=8,units=16,layers=256"
+DRIVERS = {
+    "softpipe": {"GALLIUM_DRIVER": "softpipe"},
+    "gl33-small-limits": {"GALLIUM_DRIVER": "llvmpipe", "MESA_GL_VERSION_OVERRIDE": "3.3",
+                          "MESA_GLSL_VERSION_OVERRIDE": "330", "GLCNN_GL_LIMITS": SMALL_LIMITS},
+}
+SUBSET = [
+    "tests/test_contexts.py", "tests/test_layout.py", "tests/test_conv.py", "tests/test_ops.py",
+    "tests/test_concat.py", "tests/test_pool.py", "tests/test_resize.py", "tests/test_pad.py",
+    "tests/test_instancenorm.py", "tests/test_softmax.py", "tests/test_gemm.py",
+    "tests/test_reduce.py", "tests/test_depth_to_space.py", "tests/test_flatten.py",
+    "tests/test_precision.py", "tests/test_model_matrix.py",
+]
+TIMEOUT = 1800  # s per driver; softpipe takes about ... of it (README "Drivers")
+
+
+def _start(driver: str, log: Path) -> subprocess.Popen:
+    env = {**os.environ, **DRIVERS[driver], "GLCNN_REQUIRE_GL": "1",
+           "GLCNN_EXPECT_DRIVER": driver}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SUBSET]
+    return subprocess.Popen(command, cwd=REPO, env=env, stdout=log.open("w"),
+                            stderr=subprocess.STDOUT)
+
+
+@pytest.mark.slow
+def test_parity_subset_passes_on_every_driver(tmp_path):
+    if os.environ.get("GLCNN_EXPECT_DRIVER"):
+        pytest.fail("the driver matrix started itself again (GLCNN_EXPECT_DRIVER set)")
+    runs = {driver: _start(driver, tmp_path / f"{driver}.log") for driver in DRIVERS}
+    failed = {}
+    for driver, run in runs.items():
+        try:
+            code = run.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            code = "timeout"
+        text = (tmp_path / f"{driver}.log").read_text()
+        closing = text.strip().splitlines()[-1] if text.strip() else "(no output)"
+        print(f"{driver}: {closing}")
+        if code != 0 or " passed" not in closing or "failed" in closing:
+            failed[driver] = text[-6000:]
+    assert not failed, "\n\n".join(f"--- {d} ---\n{t}" for d, t in failed.items())
