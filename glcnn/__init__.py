@@ -30,7 +30,7 @@ from .prepared import load_optimized
 
 
 def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
-         cache: bool | None = None, calibration=None) -> Pipeline:
+         cache: bool | None = None, calibration=None, max_gflop=None) -> Pipeline:
     """Load a model file (.onnx, glcnn's native .npz, TF.js model.json) and compile it on `ctx`.
 
     The graph is optimised (BatchNorm folded, activations and residual adds fused) and
@@ -40,7 +40,8 @@ def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
 
     Args:
         path: the model file.
-        ctx, precision, keep, strategy: as for `Pipeline`.
+        ctx, precision, keep, strategy, max_gflop: as for `Pipeline` (max_gflop: the
+            compute limit in GFLOP per run, default GLCNN_MAX_GFLOP or 200).
         cache: use the prepared-model cache (default: unless GLCNN_CACHE=0).
         calibration: sample inputs (a list of arrays or dicts, or one array) to calibrate
             the u8 ranges on, as `calibrate` does on the optimised graph; needed for
@@ -53,7 +54,7 @@ def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
     graph = load_optimized(path, cache)
     if calibration is not None:
         calibrate(graph, calibration, ctx)
-    return Pipeline(graph, ctx, precision, keep, strategy=strategy)
+    return Pipeline(graph, ctx, precision, keep, strategy=strategy, max_gflop=max_gflop)
 
 __version__ = "0.1.0"
 

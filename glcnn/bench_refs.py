@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError, MismatchError
+from .errors import GlcnnError, MismatchError, quote
 from .inputs import checked_input
 
 AGAINST = ("onnxruntime", "torch")
@@ -100,7 +100,7 @@ def _onnxruntime(model, graph, inputs, shapes, threads) -> Reference:
         values = session.run(graph.outputs, feeds)
     except Exception as exc:  # onnxruntime raises its own (non-GlcnnError) exception types
         raise GlcnnError(f"onnxruntime failed on {model}: {str(exc).splitlines()[0]}") from None
-    outputs = {n: _as_chw(v, shapes[n], f"onnxruntime output {n!r}")
+    outputs = {n: _as_chw(v, shapes[n], f"onnxruntime output {quote(n)}")
                for n, v in zip(graph.outputs, values)}
     return Reference(f"onnxruntime ({threads} threads)",
                      lambda: session.run(graph.outputs, feeds), outputs)
@@ -119,7 +119,7 @@ def _torch(model, inputs, shapes, threads) -> Reference:
     from .torch_runner import TorchRunner
     runner = TorchRunner(torch_graph(model), threads)
     tensors = runner.feeds(inputs)
-    outputs = {n: _as_chw(y.numpy(), shapes[n], f"torch output {n!r}")
+    outputs = {n: _as_chw(y.numpy(), shapes[n], f"torch output {quote(n)}")
                for n, y in runner.forward(tensors).items()}
     return Reference(f"torch ({threads} threads)", lambda: runner.forward(tensors), outputs)
 

@@ -11,7 +11,7 @@ that layer's textures and writes only the bounding box of texels that differ.
 
 import numpy as np
 
-from .errors import GlcnnError
+from .errors import GlcnnError, quote
 from .ops import make_op
 
 BENDABLE = ("Conv", "ConvTranspose")
@@ -33,10 +33,10 @@ class Bender:
         for p in self.pipe.passes:
             if p.op.node.name == layer:
                 if p.op.node.op not in BENDABLE:
-                    raise GlcnnError(f"layer {layer!r} is a {p.op.node.op}; bendable layers "
+                    raise GlcnnError(f"layer {quote(layer)} is a {p.op.node.op}; bendable layers "
                                      f"are {', '.join(BENDABLE)}")
                 return p
-        raise GlcnnError(f"no layer named {layer!r}; layers: "
+        raise GlcnnError(f"no layer named {quote(layer)}; layers: "
                          f"{', '.join(p.op.node.name for p in self.pipe.passes)}")
 
     def channels(self, layer) -> int:
@@ -46,7 +46,7 @@ class Bender:
         p = self._pass(layer)
         node = p.op.node
         if not 0 <= channel < self.channels(layer):
-            raise GlcnnError(f"layer {layer!r} has {self.channels(layer)} output channels; "
+            raise GlcnnError(f"layer {quote(layer)} has {self.channels(layer)} output channels; "
                              f"got channel {channel}")
         self.original.setdefault(layer, {k: v.copy() for k, v in node.weights.items()})
         self.history.append((layer, {k: v.copy() for k, v in node.weights.items()}))
@@ -76,7 +76,7 @@ class Bender:
             p.op.node, channel, p.op.node.weights["W"].shape)].shape
         new = np.asarray(filter_weights, np.float32)
         if new.shape != shape:
-            raise GlcnnError(f"layer {layer!r}: replacement filter has shape {new.shape}, "
+            raise GlcnnError(f"layer {quote(layer)}: replacement filter has shape {new.shape}, "
                              f"expected {shape}")
         keep_or_set = (lambda b: b) if bias is None else (lambda b: np.float32(bias))
         self._edit(layer, channel, lambda w: new, keep_or_set)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import WeightError
-from .graph import Graph, Node
+from .errors import WeightError, quote
+from .graph import Graph, Node, float32
 from .ops import make_op
 
 # PyTorch state_dict suffix -> glcnn (ONNX) weight name, per op type.
@@ -141,9 +141,9 @@ def load_state_dict(graph: Graph, state, strict: bool = True) -> Graph:
         ModelFileError: if the file cannot be read, or is a glcnn native model (open that
             with `glcnn.load`).
     """
-    if not isinstance(state, dict):
-        state = _read_npz(state)
     nodes = {n.name: n for n in graph.nodes}
+    if not isinstance(state, dict):
+        state = _read_npz(state, nodes, strict)
     used = set()
     for key, value in state.items():
         layer, _, suffix = str(key).rpartition(".")
@@ -153,14 +153,14 @@ def load_state_dict(graph: Graph, state, strict: bool = True) -> Graph:
         target = TORCH_NAMES.get(node.op, {}).get(suffix) if node else None
         if target is None:
             if strict:
-                raise WeightError(f"weight {key!r} matches no layer of the graph "
+                raise WeightError(f"weight {quote(key)} matches no layer of the graph "
                                   f"(layers: {', '.join(nodes)})")
             continue
         old = node.weights.get(target)
         value = _float_array(key, value)
         if old is not None and np.shape(old) != value.shape:
-            raise WeightError(f"weight {key!r}: file has shape {value.shape}, layer "
-                              f"{layer!r} ({node.op}) expects {np.shape(old)}")
+            raise WeightError(f"weight {quote(key)}: file has shape {value.shape}, layer "
+                              f"{quote(layer)} ({node.op}) expects {np.shape(old)}")
         node.weights[target] = value
         used.add((layer, target))
     missing = [f"{n.name}.{k}" for n in graph.nodes for k in n.weights if (n.name, k) not in used
@@ -173,16 +173,33 @@ def load_state_dict(graph: Graph, state, strict: bool = True) -> Graph:
 def _float_array(key, value) -> np.ndarray:
     """`value` as float32, or WeightError naming `key`."""
     try:
-        return np.asarray(value, np.float32)
+        return float32(value)
     except (ValueError, TypeError) as exc:
-        raise WeightError(f"weight {key!r} is not an array of numbers ({exc})") from None
+        raise WeightError(f"weight {quote(key)} is not an array of numbers ({exc})") from None
 
 
-def _read_npz(path) -> dict:
-    """The arrays of a state_dict .npz, headers checked first and nothing unpickled.
+def _read_npz(path, nodes: dict, strict: bool) -> dict:
+    """The arrays of a state_dict .npz, nothing unpickled; each member's header is compared
+    with its layer's weight before any data is read.
 
     Raises:
         ModelFileError: naming the file; for a native model, saying to use glcnn.load.
+        WeightError: naming the file, the member and both shapes (or the layers, for a
+            member of no layer when `strict`).
     """
     from .importers.npz import read_state_dict
-    return read_state_dict(Path(path))
+
+    def check(headers):
+        for key, (shape, _) in headers.items():
+            layer, _, suffix = key.rpartition(".")
+            node = nodes.get(layer)
+            target = TORCH_NAMES.get(node.op, {}).get(suffix) if node else None
+            if target is None and strict and suffix not in _IGNORED:
+                raise WeightError(f"{path}: member {quote(key)} matches no layer of the graph "
+                                  f"(layers: {quote(', '.join(nodes), 200)})")
+            old = node.weights.get(target) if target else None
+            if old is not None and np.shape(old) != shape:
+                raise WeightError(f"{path}: member {quote(key)} has shape {shape} in its "
+                                  f"header, layer {quote(layer)} ({node.op}) expects "
+                                  f"{np.shape(old)}")
+    return read_state_dict(Path(path), check)

@@ -83,7 +83,7 @@ def read_input(path: Path, shape, value_range) -> np.ndarray:
     """A float32 array from `.npy` (as stored), or an image of any mode converted to
     (C, H, W) = `shape` and scaled from [0, 1] to `value_range` (see glcnn.inputs)."""
     if path.suffix.lower() == ".npy":
-        return read_npy(path)
+        return read_npy(path, shape)
     if path.suffix.lower() not in IMAGE_SUFFIXES:
         raise ShapeError(f"{path}: input must be .npy or an image ({', '.join(IMAGE_SUFFIXES)})")
     lo, hi = value_range
@@ -149,7 +149,9 @@ def cmd_info(args) -> None:
 def cmd_view(args) -> None:
     from .prepared import load_optimized
     from .sources import open_source
-    from .viewer import Viewer
+    from .viewer import Viewer, check_screenshot_path
+    if args.screenshot:
+        check_screenshot_path(args.screenshot)
     graph = load_optimized(args.model)
     name, (c, h, w) = next(iter(graph.inputs.items()))
     if args.size:
@@ -184,7 +186,7 @@ def cmd_diff(args) -> int:
     except NothingComparedError as exc:
         if debug.level() >= 1:
             raise
-        print(f"glcnn diff: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        print(f"glcnn diff: error: {error_line(exc)}", file=sys.stderr)
         return 1
     print(format_table(report, args.precision))
     if args.png:
@@ -232,6 +234,14 @@ def cmd_bench(args) -> None:
         print(f"wrote {args.json}")
 
 
+def error_line(exc: Exception, limit: int = 1500) -> str:
+    """The first line of an error, safe for a terminal whatever the message holds: control
+    characters escaped (messages quote what files say; this is the last guard) and capped."""
+    lines = str(exc).splitlines()
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in (lines[0] if lines else ""))
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def main(argv=None) -> int:
     """Entry point of the `glcnn` console script; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -242,7 +252,7 @@ def main(argv=None) -> int:
     except GlcnnError as exc:
         if debug.level() >= 1:
             raise
-        print(f"glcnn {args.command}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        print(f"glcnn {args.command}: error: {error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

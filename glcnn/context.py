@@ -28,7 +28,7 @@ import moderngl
 import numpy as np
 
 from . import debug
-from .errors import ContextError, GlcnnError, ShaderCompileError
+from .errors import ContextError, GlcnnError, ShaderCompileError, quote
 from .resources import resource_path, shader_text
 
 INSTALL_HINT = (
@@ -131,6 +131,9 @@ class Context:
         Raises:
             ContextError: the moderngl context was wrapped by another thread.
         """
+        if not isinstance(gl, moderngl.Context):
+            raise ContextError(f"ctx={quote(gl)}: expected a glcnn.Context, a moderngl.Context "
+                               "or None")
         ctx = _WRAPPED.get(gl)
         if ctx is None:
             ctx = _WRAPPED[gl] = cls(gl)

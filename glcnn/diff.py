@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .diff_refs import NothingComparedError, check_against, examples, reference_outputs
-from .errors import GlcnnError
+from .errors import GlcnnError, quote
 from .precision import TOLERANCE  # the one table, shared with the tests
 
 __all__ = ["TOLERANCE", "DiffReport", "LayerDiff", "NothingComparedError", "diff",
@@ -91,7 +91,7 @@ def compare(layer: str, op: str, y, ref, tolerance: float) -> LayerDiff:
     errors = (None, None, None)
     if ref is not None:
         if np.shape(ref) != y.shape:
-            raise GlcnnError(f"layer {layer!r}: glcnn output has shape {y.shape}, the "
+            raise GlcnnError(f"layer {quote(layer)}: glcnn output has shape {y.shape}, the "
                              f"reference {np.shape(ref)}")
         err = abs_error(y, ref)
         ref_abs = np.abs(np.asarray(ref, np.float64))
@@ -263,7 +263,7 @@ def _named_inputs(graph, inputs) -> dict:
     for name, shape in graph.inputs.items():
         x = np.asarray(inputs[name], np.float64)
         if x.size != int(np.prod(shape)):
-            raise GlcnnError(f"input {name!r} has shape {x.shape}; expected {tuple(shape)} "
+            raise GlcnnError(f"input {quote(name)} has shape {x.shape}; expected {tuple(shape)} "
                              f"or {(1, *shape)}")
         named[name] = x.reshape(shape)
     return named

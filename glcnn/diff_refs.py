@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError, NothingComparedError
+from .errors import GlcnnError, NothingComparedError, quote
 
 AGAINST = ("onnxruntime", "numpy", "tfjs-outputs")
 EXAMPLES = 5  # expected file or layer names an error lists
@@ -46,7 +46,8 @@ def check_against(against, model, tfjs_dir) -> str:
     """
     against = against or default_against(model)
     if against not in AGAINST:
-        raise GlcnnError(f"unknown reference {against!r}; expected one of {', '.join(AGAINST)}")
+        raise GlcnnError(f"unknown reference {quote(against)}; expected one of "
+                         f"{', '.join(AGAINST)}")
     if against == "onnxruntime" and Path(str(model)).suffix.lower() != ".onnx":
         raise GlcnnError(f"--against onnxruntime needs an .onnx model, not {model}; "
                          "use --against numpy")
@@ -135,7 +136,7 @@ def onnxruntime_outputs(model, graph, inputs: dict) -> dict:
         raise GlcnnError(f"onnxruntime failed on {model}: {str(exc).splitlines()[0]}") from None
     from .ops import build_ops
     shapes = build_ops(graph)[1]
-    return {layer: _as_chw(v, shapes[layer], f"ONNX tensor {names[layer]!r}")
+    return {layer: _as_chw(v, shapes[layer], f"ONNX tensor {quote(names[layer])}")
             for layer, v in zip(names, values)}
 
 

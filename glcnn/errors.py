@@ -1,4 +1,27 @@
-"""The one exception hierarchy of glcnn: everything a user can cause raises a GlcnnError."""
+"""The one exception hierarchy of glcnn: everything a user can cause raises a GlcnnError.
+
+Messages echo names and values taken from files through `quote`, so a hostile name cannot
+reach the terminal raw (escape sequences, line breaks) and no echoed value is unbounded.
+"""
+
+QUOTE_LIMIT = 80  # characters of one echoed name or value
+
+
+def quote(value, limit: int = QUOTE_LIMIT) -> str:
+    """`value` for an error message: its repr (control characters escaped, so the message
+    stays one line and a terminal prints it as text), cut to `limit` characters with "...".
+
+    Strings are quoted ('name'); lists, arrays and other values are shown by their repr.
+    """
+    if isinstance(value, list | tuple) and len(value) > limit:  # no repr of a huge list
+        value = value[:limit]
+        text = repr(value)[:-1] + ", ..."
+    else:
+        text = repr(value).replace("\n", " ")  # numpy prints 2-D arrays on several lines
+    if len(text) > limit:
+        keep = max(limit - 3, 1)
+        text = text[:keep] + "..."
+    return text
 
 
 class GlcnnError(Exception):

@@ -4,17 +4,20 @@ Importers and the builder produce a `Graph`; passes in `glcnn.passes` rewrite it
 `Pipeline` compiles it onto a GL context. Tensors are (C, H, W) float32 (batch 1).
 """
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import GraphError, WeightError
+from .errors import GraphError, WeightError, quote
 from .limits import MAX_TEXTURE_SIDE, check_atlas
 
 # Integer attributes that size loops or textures: bounded so that no hostile value can make
 # shape inference loop or allocate for long before the texture limits are checked.
 SPATIAL_ATTRS = ("kernel_shape", "strides", "dilations", "pads", "output_padding",
                  "blocksize", "group")
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+OP_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # ONNX op types and glcnn's own
 
 
 @dataclass
@@ -79,7 +82,7 @@ class Graph:
         for node in self.nodes:
             if node.name == name:
                 return node
-        raise GraphError(f"graph has no layer named {name!r}")
+        raise GraphError(f"graph has no layer named {quote(name)}")
 
     def consumers(self, tensor: str) -> list[Node]:
         return [n for n in self.nodes if tensor in n.inputs]
@@ -108,42 +111,50 @@ class Graph:
             if missing:
                 later = [t for t in missing if t in produced_later]
                 raise GraphError(
-                    f"layer {node.name!r} ({node.op}) reads {missing}, which "
+                    f"layer {quote(node.name)} ({node.op}) reads {quote(missing)}, which "
                     + ("a later layer produces: a cycle, or nodes not in topological order"
                        if later else "no graph input or layer produces (a dangling edge)"))
             if node.name in defined:
-                raise GraphError(f"tensor name {node.name!r} is defined twice (layer "
-                                 f"{node.name!r}, {node.op})")
+                raise GraphError(f"tensor name {quote(node.name)} is defined twice (layer "
+                                 f"{quote(node.name)}, {node.op})")
             defined.add(node.name)
         self._check_outputs(defined)
         _check_meta(self.meta)
 
     def _check_inputs(self) -> list[str]:
         if not isinstance(self.inputs, dict) or not self.inputs:
-            raise GraphError(f"graph inputs {self.inputs!r}: expected a non-empty dict "
+            raise GraphError(f"graph inputs {quote(self.inputs)}: expected a non-empty dict "
                              "name -> (C, H, W)")
         for name, shape in self.inputs.items():
             _check_name(name, "graph input")
             if not isinstance(shape, tuple | list) or len(shape) != 3 or \
                     not all(_is_int(v) and v > 0 for v in shape):
-                raise GraphError(f"graph input {name!r} has shape {shape!r}; expected (C, H, W) "
-                                 "of positive integers")
-            check_atlas(shape, f"graph input {name!r}")
+                raise GraphError(f"graph input {quote(name)} has shape {quote(shape)}; expected "
+                                 "(C, H, W) of positive integers")
+            check_atlas(shape, f"graph input {quote(name)}")
         return list(self.inputs)
 
     def _check_outputs(self, defined: set) -> None:
         if not isinstance(self.outputs, list) or not self.outputs:
-            raise GraphError(f"graph outputs {self.outputs!r}: expected a non-empty list")
+            raise GraphError(f"graph outputs {quote(self.outputs)}: expected a non-empty list")
         for name in self.outputs:
             if not isinstance(name, str) or name not in defined:
-                raise GraphError(f"graph output {name!r} is not produced by any layer")
+                raise GraphError(f"graph output {quote(name)} is not produced by any layer")
         if len(set(self.outputs)) != len(self.outputs):
-            raise GraphError(f"graph outputs {self.outputs} name a tensor twice")
+            raise GraphError(f"graph outputs {quote(self.outputs)} name a tensor twice")
 
     def __repr__(self):
         lines = [f"Graph(inputs={self.inputs}, outputs={self.outputs})"]
         lines += [f"  {node!r}" for node in self.nodes]
         return "\n".join(lines)
+
+
+def float32(value) -> np.ndarray:
+    """`value` as a float32 array. Values beyond float32's range become ±Inf without numpy's
+    RuntimeWarning: the ops refuse non-finite weights with an error naming the layer
+    (glcnn.ops.base.Op.weight), which is all the user should see."""
+    with np.errstate(over="ignore"):
+        return np.asarray(value, np.float32)
 
 
 def _is_int(value) -> bool:
@@ -152,25 +163,28 @@ def _is_int(value) -> bool:
 
 def _check_name(name, what: str) -> None:
     if not isinstance(name, str) or not name:
-        raise GraphError(f"{what} name {name!r} must be a non-empty string")
+        raise GraphError(f"{what} name {quote(name)} must be a non-empty string")
 
 
 def _check_node(node) -> None:
     """Types of one node's fields, its weights and its sizing attributes."""
     if not isinstance(node, Node):
-        raise GraphError(f"graph node {node!r} is not a glcnn.graph.Node")
+        raise GraphError(f"graph node {quote(node)} is not a glcnn.graph.Node")
     _check_name(node.name, "layer")
     if not isinstance(node.op, str) or not isinstance(node.attrs, dict) or \
             not isinstance(node.weights, dict):
-        raise GraphError(f"layer {node.name!r}: op {node.op!r} must be a string, attrs and "
-                         "weights dicts")
+        raise GraphError(f"layer {quote(node.name)}: op {quote(node.op)} must be a string, "
+                         "attrs and weights dicts")
+    if not OP_TYPE.match(node.op):  # so that messages may print it bare
+        raise GraphError(f"layer {quote(node.name)}: op type {quote(node.op)} is not an "
+                         "identifier")
     if not isinstance(node.inputs, list) or not node.inputs or \
             not all(isinstance(t, str) for t in node.inputs):
-        raise GraphError(f"layer {node.name!r} ({node.op}): inputs {node.inputs!r} must be a "
-                         "non-empty list of tensor names")
+        raise GraphError(f"layer {quote(node.name)} ({node.op}): inputs {quote(node.inputs)} "
+                         "must be a non-empty list of tensor names")
     for key, w in node.weights.items():
         if not isinstance(w, np.ndarray) or w.dtype.kind not in "biuf":
-            raise WeightError(f"layer {node.name!r} ({node.op}): weight {key!r} is "
+            raise WeightError(f"layer {quote(node.name)} ({node.op}): weight {quote(key)} is "
                               f"{type(w).__name__} {getattr(w, 'dtype', '')}; expected a real "
                               "numeric numpy array")
     for key in SPATIAL_ATTRS:
@@ -181,14 +195,15 @@ def _check_node(node) -> None:
 def _check_sizing_attr(node, key: str, value) -> None:
     values = value if isinstance(value, list | tuple) else [value]
     if len(values) > 16 or not all(_is_int(v) and abs(v) <= MAX_TEXTURE_SIDE for v in values):
-        raise GraphError(f"layer {node.name!r} ({node.op}): attribute {key}={value!r} must be "
-                         f"integers of magnitude at most {MAX_TEXTURE_SIDE}")
+        raise GraphError(f"layer {quote(node.name)} ({node.op}): attribute {key}={quote(value)} "
+                         f"must be integers of magnitude at most {MAX_TEXTURE_SIDE}")
 
 
 def _numbers(value, count=None) -> bool:
-    """Whether `value` is a list of finite numbers (of length `count` if given)."""
+    """Whether `value` is a list of numbers within float32's range (of length `count` if
+    given): no NaN, Inf, or a JSON integer of 400 digits."""
     return isinstance(value, list | tuple) and (count is None or len(value) == count) and \
-        all(isinstance(v, int | float) and not isinstance(v, bool) and np.isfinite(v)
+        all(isinstance(v, int | float) and not isinstance(v, bool) and abs(v) <= FLOAT32_MAX
             for v in value)
 
 
@@ -203,17 +218,20 @@ def _meta_ok(key: str, value) -> bool:
             for dims in value.values())
     if key == "channel_order":
         return value in ("rgb", "bgr")
-    if key == "u8_ranges":
-        return isinstance(value, dict)
+    if key == "u8_ranges":  # tensor name -> [lows, highs], one number per channel
+        return isinstance(value, dict) and all(
+            isinstance(r, list | tuple) and len(r) == 2 and _numbers(r[0]) and _numbers(r[1])
+            and len(r[0]) == len(r[1]) for r in value.values())
     return True
 
 
 def _check_meta(meta) -> None:
     """The meta keys tools read ("input_range", "mean", ...) must have their documented form."""
     if not isinstance(meta, dict):
-        raise GraphError(f"graph meta {meta!r} must be a dict")
+        raise GraphError(f"graph meta {quote(meta)} must be a dict")
     for key, value in meta.items():
         if not _meta_ok(key, value):
-            raise GraphError(f"graph meta {key}={value!r} is malformed (e.g. input_range: "
+            raise GraphError(f"graph meta {key}={quote(value)} is malformed (e.g. input_range: "
                              "[lo, hi] with lo < hi; mean/std: lists of numbers; "
-                             "channel_order: 'rgb' or 'bgr')")
+                             "channel_order: 'rgb' or 'bgr'; u8_ranges: tensor name -> "
+                             "[lows, highs])")

@@ -2,7 +2,8 @@
 `glcnn diff` read them from, `.npy` arrays and images of any mode.
 
 Arrays (`checked_input`): (C, H, W) or (1, C, H, W), any real dtype, any strides; bool,
-complex, strings, objects and NaN/Inf are refused with a ShapeError.
+complex, strings, objects, NaN/Inf and values beyond float32's range (checked after the
+conversion to float32) are refused with a ShapeError; so are `.npy` files holding them.
 
 Images become (C, H, W) float32 in [0, 1] for a model taking C = 1, 3 or 4 channels:
 
@@ -16,38 +17,59 @@ Images become (C, H, W) float32 in [0, 1] for a model taking C = 1, 3 or 4 chann
 
 Grey feeds a 3-channel model as three equal channels; colour feeds a 1-channel model as
 luma (ITU-R 601: 0.299 R + 0.587 G + 0.114 B). Images of another size are resized
-bilinearly (noted on stderr).
+bilinearly (noted on stderr). Images larger than `glcnn.limits.MAX_IMAGE_PIXELS` (64 MP)
+are refused from their header, before they are decoded.
 """
 
+import math
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from .errors import ShapeError
+from .errors import ShapeError, quote
+from .limits import MAX_IMAGE_PIXELS, memory_budget, mib
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 _SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 
 
-def read_npy(path: Path) -> np.ndarray:
-    """A `.npy` file as float32, its header checked first (plain numbers, not truncated).
+def read_npy(path: Path, expected: tuple | None = None) -> np.ndarray:
+    """A `.npy` file as float32, its header checked before any data is read: plain numbers,
+    not truncated, within the memory budget and, given `expected`, as many values.
 
+    Args:
+        expected: the model input's (C, H, W); the array must hold C·H·W values (its shape
+            is checked in full by `checked_input`).
     Raises:
-        ShapeError: unreadable, truncated, or not a plain numeric array.
+        ShapeError: unreadable, truncated, too large, the wrong size, or not a plain
+            numeric array.
     """
     from .importers.npz import read_header
     try:
         with open(path, "rb") as stream:
             shape, dtype = read_header(stream, str(path), ShapeError)
             available = path.stat().st_size - stream.tell()
-        if int(np.prod(shape, dtype=np.float64)) * dtype.itemsize > available:
-            raise ShapeError(f"{path}: truncated .npy file (its header declares {shape} "
-                             f"{dtype}, more than the {available} bytes that follow)")
-        return np.load(path, allow_pickle=False).astype(np.float32)
+        _check_npy_size(path, shape, dtype, available, expected)
+        return as_float32(np.load(path, allow_pickle=False), str(path))
     except (OSError, ValueError) as exc:
         raise ShapeError(f"{path}: not a readable .npy array ({exc})") from None
+
+
+def _check_npy_size(path: Path, shape, dtype, available: int, expected) -> None:
+    count = math.prod(shape)
+    if expected is not None and count != math.prod(expected):
+        raise ShapeError(f"{path}: its header declares shape {shape} ({count:,} values); the "
+                         f"model input is {tuple(expected)} ({math.prod(expected):,} values)")
+    if count * dtype.itemsize > available:
+        raise ShapeError(f"{path}: truncated .npy file (its header declares {shape} "
+                         f"{dtype}, more than the {available} bytes that follow)")
+    if count * max(dtype.itemsize, 4) > memory_budget():
+        raise ShapeError(f"{path}: its header declares {shape} {dtype}, "
+                         f"{mib(count * max(dtype.itemsize, 4))} as float32, over the memory "
+                         f"budget of {mib(memory_budget())} (GLCNN_MEMORY_BUDGET)")
 
 
 def read_image(path: Path, shape) -> np.ndarray:
@@ -72,7 +94,15 @@ def read_image(path: Path, shape) -> np.ndarray:
 def _open(path: Path):
     from PIL import Image, UnidentifiedImageError
     try:
-        image = Image.open(path)
+        with warnings.catch_warnings():  # glcnn's own cap below is lower than Pillow's
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            image = Image.open(path)
+        width, height = image.size
+        if width * height > MAX_IMAGE_PIXELS:
+            image.close()
+            raise ShapeError(f"{path}: image of {width}×{height} ({width * height / 1e6:.0f} "
+                             f"MP) is over glcnn's cap of {MAX_IMAGE_PIXELS / 1e6:.0f} MP "
+                             "decoded pixels; resize it first")
         image.load()
     except (OSError, ValueError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
         raise ShapeError(f"{path}: cannot read image ({exc})") from None
@@ -124,7 +154,7 @@ def _resize(pixels: np.ndarray, size) -> np.ndarray:
 
 def checked_input(name: str, value, expected: tuple, own: tuple = (),
                   nhwc: bool = False) -> np.ndarray:
-    """`value` as a (C, H, W) array of real numbers, all finite, for input `name`.
+    """`value` as a (C, H, W) float32 array, all finite, for input `name`.
 
     Args:
         expected: the input's (C, H, W).
@@ -137,23 +167,39 @@ def checked_input(name: str, value, expected: tuple, own: tuple = (),
     try:
         x = np.asarray(value)
     except (ValueError, TypeError) as exc:  # ragged nested lists, odd objects
-        raise ShapeError(f"input {name!r} is not an array ({exc})") from None
+        raise ShapeError(f"input {quote(name)} is not an array ({exc})") from None
     given = x.shape
     if own and x.shape == own:  # e.g. an ONNX (1, F) vector, a TF.js (1, H, W, C) image
         x = x[0].transpose(2, 0, 1) if nhwc and x.ndim == 4 else x.reshape(expected)
     if x.ndim == 4 and x.shape[0] == 1:
         x = x[0]
     if x.shape != expected:
-        raise ShapeError(f"input {name!r} has shape {given}; expected {expected} or "
+        raise ShapeError(f"input {quote(name)} has shape {given}; expected {expected} or "
                          f"{(1, *expected)} (NCHW, batch 1){_layout_hint(given, expected)}")
+    return as_float32(x, f"input {quote(name)}")
+
+
+def as_float32(x: np.ndarray, what: str) -> np.ndarray:
+    """`x` as float32, refusing what is not real numbers or not finite in float32.
+
+    Raises:
+        ShapeError: naming `what`: a bool, complex or non-numeric dtype, NaN or Inf, or
+            values beyond float32's range (±3.4e38; 1e300 in float64 would be Inf on the GPU).
+    """
     if x.dtype == bool or not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
-        raise ShapeError(f"input {name!r} has dtype {x.dtype}; expected real numbers "
+        raise ShapeError(f"{what} has dtype {x.dtype}; expected real numbers "
                          "(float32, or any float or integer type)")
     if x.dtype.kind == "f" and not np.isfinite(x).all():
         nan, inf = int(np.isnan(x).sum()), int(np.isinf(x).sum())
-        raise ShapeError(f"input {name!r} holds {nan} NaN and {inf} Inf values; glcnn "
+        raise ShapeError(f"{what} holds {nan} NaN and {inf} Inf values; glcnn "
                          "refuses non-finite inputs (they would spread through every layer)")
-    return x
+    with np.errstate(over="ignore"):  # checked just below, instead of a RuntimeWarning
+        x32 = x.astype(np.float32)
+    if not np.isfinite(x32).all():
+        count = int(np.count_nonzero(~np.isfinite(x32)))
+        raise ShapeError(f"{what} holds {count} values beyond float32's range (±3.4e38); "
+                         "glcnn computes in float32")
+    return x32
 
 
 def array_ndim(value) -> int:

@@ -18,10 +18,11 @@ import numpy as np
 
 from . import debug
 from .context import DTYPE_BYTES, BufferTexture, Context
-from .errors import ContextError, GlcnnError, ShapeError
+from .errors import ContextError, GlcnnError, ShapeError, quote
 from .graph import Graph
 from .inputs import array_ndim, checked_input
 from .layout import Atlas, Blocking, pack, unpack
+from .limits import check_flops
 from .limits import memory_budget as memory_budget_bytes
 from .ops import Op, build_ops
 from .plan import INPUT_BUFFER_DTYPE, Plan, buffer_texels
@@ -113,6 +114,8 @@ class Pipeline:
             pay for), "direct" one output texel per fragment; None reads GLCNN_STRATEGY,
             else the context's choice (`Context.strategy`: blocked on software renderers).
             Both give the same results within the precision's tolerance.
+        max_gflop: the compute limit, GFLOP per run (None reads GLCNN_MAX_GFLOP, default
+            200; glcnn.limits): a model needing more is refused before anything is allocated.
     Raises:
         GlcnnError subclasses naming the layer: unsupported op, bad weights, shapes,
         textures larger than GL_MAX_TEXTURE_SIZE or than the memory budget (both
@@ -122,9 +125,9 @@ class Pipeline:
     """
 
     def __init__(self, graph: Graph, ctx=None, precision: str = "fp32", keep=(),
-                 memory_budget=None, strategy: str | None = None):
-        if precision not in PRECISIONS:
-            raise GlcnnError(f"precision {precision!r} unknown; expected one of "
+                 memory_budget=None, strategy: str | None = None, max_gflop=None):
+        if not isinstance(precision, str) or precision not in PRECISIONS:
+            raise GlcnnError(f"precision {quote(precision)} unknown; expected one of "
                              f"{', '.join(PRECISIONS)}")
         self.ctx = ctx if isinstance(ctx, Context) else \
             Context.default() if ctx is None else Context.wrap(ctx)
@@ -132,7 +135,8 @@ class Pipeline:
         self.graph, self.precision = graph, precision
         self.strategy = _strategy(strategy, self.ctx)
         self.ops, self.shapes = build_ops(graph)
-        keep = set(self.shapes) if keep == "all" else set(keep)
+        check_flops(sum(op.flops() for op in self.ops), max_gflop)
+        keep = _keep(keep, self.shapes)
         self.plan = Plan(graph, self.ops, self.shapes, self.ctx, precision, self.strategy, keep)
         self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes,
                            self.plan.float_tensors) if precision == "u8" else None
@@ -326,8 +330,8 @@ class Pipeline:
             ContextError: another thread, or the driver failed (e.g. a lost context).
             GlcnnError: the pipeline was released, or `readback` is none of the above.
         """
-        if readback not in READBACKS:
-            raise GlcnnError(f"run(readback={readback!r}): expected one of "
+        if not isinstance(readback, bool | np.bool_ | str) or readback not in READBACKS:
+            raise GlcnnError(f"run(readback={quote(readback)}): expected one of "
                              f"{', '.join(map(repr, READBACKS))}")
         feeds = self._feeds(inputs, named)
         batched = any(array_ndim(v) == 4 for v in feeds.values())
@@ -408,7 +412,7 @@ class Pipeline:
                 refused rather than spread through every layer.
         """
         if name not in self.graph.inputs:
-            raise ShapeError(f"no model input named {name!r}; inputs: {self.graph.inputs}")
+            raise ShapeError(f"no model input named {quote(name)}; inputs: {self.graph.inputs}")
         own = self.graph.meta.get("onnx_input_shapes", {}).get(name, ())
         nhwc = self.graph.meta.get("layout") == "NHWC"
         x = checked_input(name, value, tuple(self.graph.inputs[name]), tuple(own), nhwc)
@@ -471,17 +475,17 @@ class Pipeline:
             ContextError: called from a thread other than the context's.
         """
         if self.released:
-            raise GlcnnError(f"texture({name!r}) of a released Pipeline")
+            raise GlcnnError(f"texture({quote(name)}) of a released Pipeline")
         self.ctx.activate()
         if name not in self.textures:
-            raise GlcnnError(f"no tensor named {name!r}; tensors: {', '.join(self.shapes)}")
+            raise GlcnnError(f"no tensor named {quote(name)}; tensors: {', '.join(self.shapes)}")
         if name in self.blocked_tensors:
-            raise GlcnnError(f"tensor {name!r} stays in the blocked layout its conv wrote "
+            raise GlcnnError(f"tensor {quote(name)} stays in the blocked layout its conv wrote "
                              "(the next convs read it in place); create the Pipeline with "
-                             f"keep=[{name!r}] or keep='all' to get it as a texture")
+                             f"keep=[{quote(name)}] or keep='all' to get it as a texture")
         if self._owner.get(id(self.textures[name]), name) != name:
-            raise GlcnnError(f"tensor {name!r} shares its texture with later layers; "
-                             f"create the Pipeline with keep=[{name!r}] or keep='all'")
+            raise GlcnnError(f"tensor {quote(name)} shares its texture with later layers; "
+                             f"create the Pipeline with keep=[{quote(name)}] or keep='all'")
         return self.textures[name]
 
     @_gl_errors
@@ -514,9 +518,9 @@ class Pipeline:
                 for s, tex in p.weights:
                     if s == sampler:
                         return tex
-                raise GlcnnError(f"layer {layer!r} has no weight texture {sampler!r}; "
+                raise GlcnnError(f"layer {quote(layer)} has no weight texture {quote(sampler)}; "
                                  f"it has {[s for s, _ in p.weights]}")
-        raise GlcnnError(f"no layer named {layer!r}")
+        raise GlcnnError(f"no layer named {quote(layer)}")
 
     # --- lifetime and printing -------------------------------------------------------------
     def release(self) -> None:
@@ -609,10 +613,24 @@ class Readback:
         return f"Readback(run {self.run} of {self.pipeline!r})"
 
 
+def _keep(keep, shapes: dict) -> set:
+    """`keep` ("all", or tensor names) as a set of tensor names.
+
+    Raises:
+        GlcnnError: anything else (a number, a string other than "all", non-string names).
+    """
+    if isinstance(keep, str) and keep == "all":
+        return set(shapes)
+    names = list(keep) if isinstance(keep, list | tuple | set | frozenset) else None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise GlcnnError(f"keep={quote(keep)}: expected 'all' or a list of tensor names")
+    return set(names)
+
+
 def _strategy(strategy: str | None, ctx: Context) -> str:
     strategy = strategy or os.environ.get("GLCNN_STRATEGY") or ctx.strategy
     if strategy not in STRATEGIES:
-        raise GlcnnError(f"strategy {strategy!r} unknown; expected one of "
+        raise GlcnnError(f"strategy {quote(strategy)} unknown; expected one of "
                          f"{', '.join(STRATEGIES)} (Pipeline(strategy=...) or GLCNN_STRATEGY)")
     return strategy
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 
 from . import debug
 from .context import DTYPE_BYTES
-from .errors import GlcnnError, TextureSizeError
+from .errors import GlcnnError, TextureSizeError, quote
 from .graph import Graph
 from .layout import Atlas, Blocking, texture_side
 from .limits import mib
@@ -216,12 +216,12 @@ class Plan:
         limit = self.ctx.max_texture_size
         for name, shape in self.shapes.items():
             if max(Atlas.of(shape).size) > limit:
-                raise TextureSizeError(f"tensor {name!r} of shape {shape} needs a "
+                raise TextureSizeError(f"tensor {quote(name)} of shape {shape} needs a "
                                        f"{Atlas.of(shape).size} texture; this GL allows "
                                        f"{limit}×{limit} ({self.ctx.renderer})")
         for name, blocking in self.blocking.items():
             if max(blocking.size) > limit:
-                raise TextureSizeError(f"layer {name!r}: its blocked render targets need "
+                raise TextureSizeError(f"layer {quote(name)}: its blocked render targets need "
                                        f"{blocking.size} texels; this GL allows "
                                        f"{limit}×{limit}; use strategy='direct'")
         weight_bytes = 0
@@ -232,7 +232,7 @@ class Plan:
                     weight_bytes += buffer_texels(height, width) * WEIGHT_TEXEL_BYTES
                     continue
                 if max(height, width) > limit:
-                    raise TextureSizeError(f"layer {op.node.name!r}: weight texture {sampler} "
+                    raise TextureSizeError(f"layer {quote(op.node.name)}: weight texture {sampler} "
                                            f"needs {width}×{height} texels; "
                                            f"this GL allows {limit}×{limit}")
                 weight_bytes += math.prod(self.allocated((width, height))) * WEIGHT_TEXEL_BYTES

@@ -22,7 +22,7 @@ import copy
 
 import numpy as np
 
-from .errors import GlcnnError
+from .errors import GlcnnError, quote
 from .layout import Atlas
 
 TEXTURE_DTYPE = {"fp32": "f4", "fp16": "f2", "u8": "f1"}
@@ -93,7 +93,7 @@ class U8Ranges:
         for name, shape in shapes.items():
             lo, hi = (np.asarray(v, np.float64) for v in ranges[name])
             if lo.shape != (shape[0],) or hi.shape != (shape[0],) or np.any(~(hi >= lo)):
-                raise GlcnnError(f"u8 range of tensor {name!r} must be two lists of "
+                raise GlcnnError(f"u8_ranges of tensor {quote(name)} must be two lists of "
                                  f"{shape[0]} values with hi >= lo")
             self.offset[name] = lo
             self.scale[name] = np.maximum(hi - lo, 1e-30)

@@ -11,9 +11,12 @@ from disk (read-only, never scanned again for NaN/Inf) the next time.
   cache off (nothing is read or written).
 - An entry is found by the model file's resolved path, inode, size, modification time and
   a hash of 16 spread 64 KiB samples of its bytes, and by glcnn's own code (the size and time
-  of its modules): editing the model or upgrading glcnn makes a new entry. A file modified
-  less than `RACY_SECONDS` ago is not cached (as git does for "racily clean" files): a
-  rewrite within the file system's timestamp granularity could otherwise keep its key.
+  of its modules): editing the model or upgrading glcnn makes a new entry. An ONNX model's
+  external-data files (`Graph.meta["external_data"]`) are stamped the same way in its entry,
+  which serves only while every one of them is unchanged (else the model is imported again
+  and the entry rewritten). A file modified less than `RACY_SECONDS` ago, model or external
+  data, is not cached (as git does for "racily clean" files): a rewrite within the file
+  system's timestamp granularity could otherwise keep its key.
 - Entries unused for longest are removed once the folder holds more than
   ``GLCNN_CACHE_MAX_MB`` (default 2048).
 - Only ``.onnx`` and ``.npz`` files are cached (a TF.js model spans several files).
@@ -22,7 +25,8 @@ from disk (read-only, never scanned again for NaN/Inf) the next time.
   its file as if there were no cache. Errors in the model file itself are raised as always.
 
 Entry layout: the 8-byte magic ``GLCNNPR1``, the JSON length (8 bytes, little-endian), the
-JSON (glcnn's native graph description, `importers.npz`, plus where each weight sits), zero
+JSON (glcnn's native graph description, `importers.npz`, plus where each weight sits and the
+stamps of the external-data files, "sources": {resolved path: stamp}), zero
 padding to a multiple of 64 bytes, then every weight as float32, each starting on a multiple
 of 64 bytes.
 """
@@ -32,6 +36,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import time
 import warnings
@@ -39,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError
+from .errors import GlcnnError, quote
 from .graph import Graph
 from .importers import load_graph
 from .importers import npz as native
@@ -53,6 +58,10 @@ DEFAULT_MAX_MB = 2048
 RACY_SECONDS = 2.0
 SAMPLES, SAMPLE_BYTES = 16, 64 << 10
 _PACKAGE = Path(__file__).resolve().parent
+
+
+class StaleEntry(ValueError):
+    """An external-data file of the model changed since its entry was written."""
 
 
 def load_optimized(path, cache: bool | None = None) -> Graph:
@@ -73,6 +82,8 @@ def load_optimized(path, cache: bool | None = None) -> Graph:
     if entry is not None and entry.is_file():
         try:
             graph = read_entry(entry)
+        except StaleEntry:
+            pass  # imported again below; the entry is rewritten
         except (OSError, ValueError, GlcnnError) as exc:
             warnings.warn(f"glcnn: prepared-model cache entry {entry} is unreadable "
                           f"({exc}); importing {path} again", stacklevel=2)
@@ -81,10 +92,11 @@ def load_optimized(path, cache: bool | None = None) -> Graph:
                 os.utime(entry)  # most recently used
             return graph
     graph = optimize(load_graph(path))
-    if entry is None:
+    sources = _sources(path, graph)
+    if entry is None or sources is None:
         return graph
     try:
-        write_entry(graph, entry)
+        write_entry(graph, entry, sources)
         _evict(entry.parent, keep=entry)
     except (OSError, TypeError, ValueError) as exc:  # unwritable folder; attrs JSON can't hold
         warnings.warn(f"glcnn: cannot write the prepared-model cache {entry.parent} ({exc}); "
@@ -119,15 +131,56 @@ def cache_dir() -> Path:
 
 def entry_key(path: Path) -> str:
     """Hex digest naming the entry of model file `path` (see the module docstring)."""
-    stat = path.stat()
-    ident = [MAGIC.decode(), str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns,
-             _code_stamp()]
-    digest = hashlib.sha256(json.dumps(ident).encode())
-    with open(path, "rb") as f:
-        for at in np.linspace(0, max(stat.st_size - SAMPLE_BYTES, 0), SAMPLES, dtype=np.int64):
+    ident = [MAGIC.decode(), _code_stamp(), _file_stamp(path)]
+    return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:32]
+
+
+def _file_stamp(path) -> str:
+    """Hex digest of a regular file's resolved path, inode, size, modification time and 16
+    spread samples of its bytes.
+
+    Raises:
+        OSError: unreadable, or not a regular file.
+    """
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        ident = [os.path.realpath(path), info.st_ino, info.st_size, info.st_mtime_ns]
+        digest = hashlib.sha256(json.dumps(ident).encode())
+        for at in np.linspace(0, max(info.st_size - SAMPLE_BYTES, 0), SAMPLES, dtype=np.int64):
             f.seek(int(at))
             digest.update(f.read(SAMPLE_BYTES))
-    return digest.hexdigest()[:32]
+    return digest.hexdigest()
+
+
+def _sources(path: Path, graph: Graph) -> dict[str, str] | None:
+    """{resolved path: stamp} of the external-data files an ONNX model's import read; None
+    (not cached) if one was modified within RACY_SECONDS, is unreadable, or is not in the
+    model's folder."""
+    files = graph.meta.get("external_data", []) if path.suffix.lower() == ".onnx" else []
+    root = os.path.realpath(path.parent)
+    sources = {}
+    try:
+        for name in files if isinstance(files, list) else [None]:
+            file = os.path.realpath(os.path.join(root, str(name)))
+            if os.path.commonpath([root, file]) != root or \
+                    time.time() - os.stat(file).st_mtime < RACY_SECONDS:
+                return None
+            sources[file] = _file_stamp(file)
+    except (OSError, ValueError):
+        return None
+    return sources
+
+
+def _unchanged(sources) -> bool:
+    """Whether every file of `sources` ({resolved path: stamp}) still has its stamp."""
+    try:
+        return isinstance(sources, dict) and all(
+            os.path.realpath(file) == file and _file_stamp(file) == stamp
+            for file, stamp in sources.items())
+    except (OSError, TypeError, ValueError):
+        return False
 
 
 @functools.cache
@@ -137,9 +190,9 @@ def _code_stamp() -> list:
                   for p in _PACKAGE.rglob("*.py"))
 
 
-def write_entry(graph: Graph, entry: Path) -> None:
+def write_entry(graph: Graph, entry: Path, sources: dict | None = None) -> None:
     """Write `graph` as a cache entry at `entry` (atomically: a reader sees the whole entry
-    or none)."""
+    or none); `sources`: {resolved path: stamp} of the external-data files it was read from."""
     arrays, table, offset = [], [], 0
     for node in graph.nodes:
         for name, value in node.weights.items():
@@ -151,8 +204,8 @@ def write_entry(graph: Graph, entry: Path) -> None:
     # this is mostly remembered): a reader then need not scan 100s of MB again (0.16 s for the
     # pix2pix U-Net's 167 MB) to refuse NaN weights, as the ops do for any other file.
     finite = all(all_finite(a) for a in arrays)
-    header = json.dumps(native.document(graph) | {"weights": table,
-                                                  "weights_finite": finite}).encode()
+    header = json.dumps(native.document(graph) | {"weights": table, "weights_finite": finite,
+                                                  "sources": sources or {}}).encode()
     start = _aligned(len(MAGIC) + 8 + len(header))
     entry.parent.mkdir(parents=True, exist_ok=True)
     handle, partial = tempfile.mkstemp(".partial", entry.name, entry.parent)
@@ -174,6 +227,7 @@ def read_entry(entry: Path) -> Graph:
     finite, when the entry says its writer found them so).
 
     Raises:
+        StaleEntry: an external-data file it was read from has changed.
         ValueError: not an entry of this format, or truncated.
         GlcnnError: a description that does not validate.
     """
@@ -188,6 +242,8 @@ def read_entry(entry: Path) -> Graph:
     start = _aligned(len(MAGIC) + 8 + size)
     weights = doc.pop("weights", []) if isinstance(doc, dict) else []
     finite = doc.pop("weights_finite", False) is True if isinstance(doc, dict) else False
+    if not _unchanged(doc.pop("sources", {}) if isinstance(doc, dict) else {}):
+        raise StaleEntry("an external-data file changed")
     try:
         end = max((at + 4 * int(np.prod(shape)) for _, _, shape, at in weights), default=0)
     except (TypeError, ValueError) as exc:
@@ -201,7 +257,7 @@ def read_entry(entry: Path) -> Graph:
     nodes = {n.name: n for n in graph.nodes}
     for layer, name, shape, at in weights:
         if layer not in nodes:
-            raise ValueError(f"weight {name!r} of no layer {layer!r}")
+            raise ValueError(f"weight {quote(name)} of no layer {quote(layer)}")
         count = int(np.prod(shape))
         # A plain ndarray view (np.asarray of it is itself, so the ops' finite check
         # remembers it), read-only.

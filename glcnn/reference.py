@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import UnsupportedOpError
+from .errors import UnsupportedOpError, quote
 
 F = np.float64
 
@@ -109,7 +109,7 @@ def activation(op, x, attrs, weights):
         return x * np.clip(x / 6 + 0.5, 0, 1)
     if op == "Silu":
         return x * _sigmoid(x)
-    raise UnsupportedOpError(f"reference has no activation {op!r}")
+    raise UnsupportedOpError(f"reference has no activation {quote(op)}")
 
 
 ACTIVATIONS = ("Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh", "Elu",
@@ -330,7 +330,7 @@ def pool_pads(shape_hw, kernel_shape, strides, pads, auto_pad):
         (pt, pb), (pl, pr) = (_same_pads(n, k, s, auto_pad == "SAME_LOWER")
                               for n, k, s in zip(shape_hw, kernel_shape, strides))
         return (pt, pl, pb, pr)
-    raise UnsupportedOpError(f"reference: auto_pad={auto_pad!r}")
+    raise UnsupportedOpError(f"reference: auto_pad={quote(auto_pad)}")
 
 
 def _pool_windows(size, k, s, d, pad_begin, pad_end, ceil_mode):
@@ -389,7 +389,7 @@ def _resize_source(o, in_size, out_size, scale, mode):
     if mode == "half_pixel_symmetric":
         offset = Fraction(in_size, 2) * (1 - out_size / (scale * in_size))
         return offset + (o + half) / scale - half
-    raise UnsupportedOpError(f"reference: coordinate_transformation_mode={mode!r}")
+    raise UnsupportedOpError(f"reference: coordinate_transformation_mode={quote(mode)}")
 
 
 def _round(v, nearest_mode):
@@ -401,7 +401,7 @@ def _round(v, nearest_mode):
         return math.floor(v)
     if nearest_mode == "ceil":
         return math.ceil(v)
-    raise UnsupportedOpError(f"reference: nearest_mode={nearest_mode!r}")
+    raise UnsupportedOpError(f"reference: nearest_mode={quote(nearest_mode)}")
 
 
 def resize(x, mode="nearest", scales=None, sizes=None,
@@ -527,7 +527,7 @@ def evaluate(node, values):
     """Compute one node from the already computed `values` (name -> float64 array)."""
     fn = EVALUATORS.get(node.op)
     if fn is None:
-        raise UnsupportedOpError(f"reference has no op {node.op!r} (layer {node.name!r})")
+        raise UnsupportedOpError(f"reference has no op {quote(node.op)} (layer {quote(node.name)})")
     pre = node.attrs.get("input_activation")  # glcnn.passes.fuse_input_activations
     if pre:
         x = values[node.inputs[0]]

@@ -7,11 +7,12 @@ Video and camera decoding use PyAV (`pip install av`), imported only when needed
 
 import platform
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError
+from .errors import GlcnnError, quote
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 
@@ -48,22 +49,49 @@ class SyntheticSource:
 
 
 class FolderSource:
-    """Images of a folder in name order, looping."""
+    """Images of a folder in name order, looping.
+
+    Raises:
+        GlcnnError: no images; an image that cannot be read or is a decompression bomb
+            (every header and the first image are read when the source opens, so such a
+            folder is refused before the viewer starts; a later image with broken data is
+            refused when it is shown).
+    """
 
     def __init__(self, folder):
         self.paths = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
         if not self.paths:
             raise GlcnnError(f"{folder}: no images ({', '.join(IMAGE_SUFFIXES)})")
         self.name, self.index = f"folder {folder}", 0
+        for path in self.paths[1:]:
+            _image(path, decode=False)
+        _image(self.paths[0])
 
     def read(self) -> np.ndarray:
-        from PIL import Image
         path = self.paths[self.index % len(self.paths)]
         self.index += 1
-        return np.asarray(Image.open(path).convert("RGBA"))
+        return _image(path)
 
     def close(self):
         pass
+
+
+def _image(path: Path, decode: bool = True) -> np.ndarray | None:
+    """The image at `path` as RGBA uint8 (or only its header checked, without `decode`).
+
+    Raises:
+        GlcnnError: unreadable, or over Pillow's decompression-bomb limit.
+    """
+    from PIL import Image
+    try:
+        with warnings.catch_warnings():  # an image near the bomb limit: refused too
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                return np.asarray(image.convert("RGBA")) if decode else None
+    except (OSError, ValueError, Image.DecompressionBombWarning,
+            Image.DecompressionBombError) as exc:
+        raise GlcnnError(f"{path}: cannot read image ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})") from None
 
 
 class VideoSource:
@@ -116,7 +144,7 @@ def open_source(spec: str, size=(128, 96)):
         return FolderSource(path)
     if path.is_file():
         return VideoSource(path)
-    raise GlcnnError(f"source {spec!r} is not 'synthetic', 'camera[:N]', a folder or a file")
+    raise GlcnnError(f"source {quote(spec)} is not 'synthetic', 'camera[:N]', a folder or a file")
 
 
 def open_source_or_synthetic(spec: str, size=(128, 96)):

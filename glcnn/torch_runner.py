@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .errors import GlcnnError, UnsupportedOpError
+from .errors import GlcnnError, UnsupportedOpError, quote
 from .ops import build_ops
 from .ops.base import ACTIVATION_DEFAULTS
 from .reference import pool_pads
@@ -93,7 +93,7 @@ class TorchRunner:
                     for name in self.dead[i]:
                         del values[name]
             except RuntimeError as exc:
-                raise GlcnnError(f"torch failed on layer {node.name!r} ({node.op}): "
+                raise GlcnnError(f"torch failed on layer {quote(node.name)} ({node.op}): "
                                  f"{str(exc).splitlines()[0]}") from None
         return {name: values[name] for name in self.graph.outputs}
 
@@ -111,7 +111,8 @@ def _last_uses(graph) -> list[list[str]]:
 def _build(node, shapes):
     make = BUILDERS.get(node.op)
     if make is None:
-        raise UnsupportedOpError(f"layer {node.name!r}: the torch runner has no op {node.op!r}")
+        raise UnsupportedOpError(f"layer {quote(node.name)}: the torch runner has no op "
+                                 f"{quote(node.op)}")
     body = make(node, shapes)
     act, pre = node.attrs.get("activation"), node.attrs.get("input_activation")
     post = activation(act["op"], act, node.weights) if act else None
@@ -134,7 +135,7 @@ def _tensor(array) -> torch.Tensor:
 
 
 def _refuse(node, what: str):
-    raise UnsupportedOpError(f"layer {node.name!r} ({node.op}): {what} has no torch mapping "
+    raise UnsupportedOpError(f"layer {quote(node.name)} ({node.op}): {what} has no torch mapping "
                              "in the torch runner")
 
 
@@ -380,7 +381,7 @@ def _resize(node, shapes):
     x, (_, oh, ow) = node.inputs[0], shapes[node.name]
     how = _interpolation(node, (oh, ow))
     if how is None:
-        _refuse(node, f"mode {node.attrs.get('mode', 'nearest')!r} with attributes "
+        _refuse(node, f"mode {quote(node.attrs.get('mode', 'nearest'))} with attributes "
                       f"{node.attrs}")
     if "scales" in node.attrs:  # coordinates use the given scales, as ONNX does
         scales = tuple(float(s) for s in node.attrs["scales"][-2:])

@@ -9,6 +9,7 @@ Keys: the KEYS table below (printed by `h`).
 
 import sys
 import time
+from pathlib import Path
 
 import moderngl
 import numpy as np
@@ -16,7 +17,7 @@ import numpy as np
 from .bending import BENDABLE, Bender
 from .context import Context
 from .display import Display, mosaic_grid
-from .errors import ContextError
+from .errors import ContextError, GlcnnError, quote
 from .layout import Atlas
 from .pipeline import Pipeline
 
@@ -79,7 +80,7 @@ class Viewer:
         self.layers = [p.op.node.name for p in self.pipe.passes]
         self.layer = layer if layer is not None else self.layers[0]
         if self.layer not in self.layers:
-            raise ContextError(f"no layer {self.layer!r}; layers: {', '.join(self.layers)}")
+            raise ContextError(f"no layer {quote(self.layer)}; layers: {', '.join(self.layers)}")
         self.mode, self.channel, self.paused, self.diverging = "mosaic", 0, False, False
         self.pending_screenshot = None  # a path to save the next drawn frame as
         self.frame_input = FrameInput(self.pipe)
@@ -174,7 +175,14 @@ class Viewer:
 
     # --- loop, screenshot, keys ------------------------------------------------------------
     def run(self, frames=None, screenshot=None):
-        """Render until the window closes, or `frames` frames; save the last as `screenshot`."""
+        """Render until the window closes, or `frames` frames; save the last as `screenshot`.
+
+        Raises:
+            GlcnnError: `screenshot` has no image extension PIL writes or no folder to go
+                to (checked before the first frame), or cannot be written.
+        """
+        if screenshot:
+            check_screenshot_path(screenshot)
         while not self.glfw.window_should_close(self.window):
             self.step()
             last = frames is not None and self.frames >= frames
@@ -188,7 +196,11 @@ class Viewer:
     def screenshot(self, path):
         """Save what the window shows now (the back buffer before swap) as PNG."""
         from PIL import Image
-        Image.fromarray(read_screen(self.ctx, self.size)).save(path)
+        try:
+            Image.fromarray(read_screen(self.ctx, self.size)).save(path)
+        except (OSError, ValueError, KeyError) as exc:  # PIL: unknown extension, I/O
+            raise GlcnnError(f"screenshot {path}: cannot save it ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})") from None
         print(f"glcnn view: saved {path}", file=sys.stderr)
 
     # --- keys: one method per KEYS entry ---------------------------------------------------
@@ -354,6 +366,23 @@ def key_name(glfw, key: int, scancode: int) -> str:
     if name:
         return name
     return next((n for n in UNNAMED_KEYS if key == getattr(glfw, f"KEY_{n.upper()}")), "")
+
+
+def check_screenshot_path(path) -> None:
+    """Refuse a screenshot path PIL could not write: no image extension it knows, or a
+    folder that does not exist.
+
+    Raises:
+        GlcnnError: naming the path and what is wrong.
+    """
+    from PIL import Image
+    path = Path(path)
+    if path.suffix.lower() not in Image.registered_extensions():
+        raise GlcnnError(f"screenshot {quote(str(path))}: unknown image extension "
+                         f"{quote(path.suffix)} (use .png)")
+    if not path.parent.is_dir():
+        raise GlcnnError(f"screenshot {quote(str(path))}: folder {quote(str(path.parent))} "
+                         "does not exist")
 
 
 def read_screen(ctx, size) -> np.ndarray:

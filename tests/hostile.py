@@ -2,7 +2,8 @@
 
 A case is a folder of generated files (the model folder) and either Python code calling the
 API or a `glcnn` command line. `run_case` runs it in a subprocess (tests/hostile_runner.py)
-that imports glcnn, records its baseline peak RSS, installs an audit hook on `open`, runs the
+that imports glcnn, resets its peak RSS to the current one (the baseline), installs an audit
+hook on `open`, runs the
 case, and reports:
 
 - the outcome: "ok", the exception's class (from the API) or "exit N" (from the CLI), with

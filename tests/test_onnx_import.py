@@ -158,7 +158,7 @@ def test_every_unsupported_op_is_listed_at_once(tmp_path):
         glcnn.load_graph(save(model, tmp_path))
     message = str(info.value)
     assert "2 unsupported ONNX op type(s)" in message
-    assert "Erf (nodes: erf1, erf2)" in message and "Floor (nodes: floor1)" in message
+    assert "Erf (nodes: 'erf1', 'erf2')" in message and "Floor (nodes: 'floor1')" in message
 
 
 def test_batch_of_two_is_refused(tmp_path):

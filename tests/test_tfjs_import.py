@@ -266,8 +266,8 @@ def test_every_unsupported_layer_and_activation_is_listed_at_once(tmp_path):
     edit(path, change)
     with pytest.raises(glcnn.UnsupportedOpError) as error:
         tfjs.load(path)
-    for part in ("3 unsupported", "LSTM (layers: dec1)", "Lambda (layers: lam)",
-                 "activation 'gelu' (layers: enc2)"):
+    for part in ("3 unsupported", "LSTM (layers: 'dec1')", "Lambda (layers: 'lam')",
+                 "activation 'gelu' (layers: 'enc2')"):
         assert part in str(error.value)
 
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from ..errors import ModelFileError
+from ..errors import ModelFileError, quote
 from . import npz, onnx, tfjs
 
 IMPORTERS = {".npz": npz.load, ".onnx": onnx.load, ".json": tfjs.load}
@@ -19,6 +19,6 @@ def load_graph(path) -> "Graph":  # noqa: F821
         raise ModelFileError(f"{path}: no such model file")
     importer = IMPORTERS.get(path.suffix.lower())
     if importer is None:
-        raise ModelFileError(f"{path}: unknown model format {path.suffix!r}; "
+        raise ModelFileError(f"{path}: unknown model format {quote(path.suffix)}; "
                              f"supported: {', '.join(IMPORTERS)}")
     return importer(path)

@@ -3,7 +3,9 @@
 Keys: "glcnn_graph" (UTF-8 JSON as uint8: inputs, outputs, nodes with op/name/inputs/attrs)
 and "<layer>::<weight>" arrays. Nothing is unpickled: members are read as plain .npy arrays
 after their headers are checked (numeric dtype, declared sizes within the memory budget of
-glcnn.limits), so a hostile file is refused before anything large is allocated.
+glcnn.limits) and, for a native model, each weight's header shape against its layer (the
+graph is checked with zero stand-ins of those shapes), so a hostile file is refused before
+anything large is allocated or inflated.
 """
 
 import json
@@ -13,9 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GlcnnError, ModelFileError, WeightError
+from ..errors import GlcnnError, ModelFileError, WeightError, quote
 from ..graph import Graph, Node
 from ..limits import memory_budget, mib
+from ..ops import build_ops
+from ..ops.base import remember_finite
 
 FORMAT = "glcnn-graph-1"
 GRAPH_KEY = "glcnn_graph"
@@ -50,12 +54,17 @@ def load(path) -> Graph:
         GraphError, TextureSizeError: from `Graph.validate`, prefixed with the file name.
     """
     path = Path(path)
-    arrays = read_members(path)
-    if GRAPH_KEY not in arrays:
-        raise ModelFileError(f"{path}: holds weights only (keys {sorted(arrays)[:4]}...), no "
-                             "glcnn graph; build the architecture (glcnn.Builder or "
-                             "glcnn.models) and pass these weights to it")
-    graph = graph_of(_document(arrays.pop(GRAPH_KEY), path), path)
+    graphs = []
+
+    def check(headers, read):
+        if GRAPH_KEY not in headers:
+            raise ModelFileError(f"{path}: holds weights only (keys {sorted(headers)[:4]}...), "
+                                 "no glcnn graph; build the architecture (glcnn.Builder or "
+                                 "glcnn.models) and pass these weights to it")
+        graphs.append(_checked_graph(read(GRAPH_KEY), headers, path))
+    arrays = read_members(path, check)
+    arrays.pop(GRAPH_KEY)
+    graph = graphs[0]
     _attach_weights(graph, arrays, path)
     try:
         graph.validate()
@@ -64,35 +73,55 @@ def load(path) -> Graph:
     return graph
 
 
-def read_state_dict(path: Path) -> dict[str, np.ndarray]:
+def read_state_dict(path: Path, check=None) -> dict[str, np.ndarray]:
     """The arrays of a PyTorch-named weights `.npz` (`read_members`), refusing a native model.
 
+    Args:
+        check: called with {member: (shape, dtype)} before any data is read (the caller
+            compares the shapes with its graph).
     Raises:
         ModelFileError: as `read_members`; a glcnn native model (a whole saved graph), with
             the call that opens it.
     """
-    arrays = read_members(path)
-    if GRAPH_KEY in arrays:
-        raise ModelFileError(f"{path} is a glcnn native model (a whole saved graph: layers "
-                             "and weights), not a state_dict of weights; open it with "
-                             f"glcnn.load({str(path)!r}) (or glcnn.load_graph for the Graph)")
-    return arrays
+    def refuse_native(headers, read):
+        if GRAPH_KEY in headers:
+            raise ModelFileError(f"{path} is a glcnn native model (a whole saved graph: layers "
+                                 "and weights), not a state_dict of weights; open it with "
+                                 f"glcnn.load({str(path)!r}) (or glcnn.load_graph for the "
+                                 "Graph)")
+        if check is not None:
+            check(headers)
+    return read_members(path, refuse_native)
 
 
-def read_members(path: Path) -> dict[str, np.ndarray]:
+def read_members(path: Path, check=None) -> dict[str, np.ndarray]:
     """Every member of the npz at `path` as an array, headers checked before any data is read.
 
+    Args:
+        check: called as check(headers, read) after the headers ({member: (shape, dtype)})
+            are checked and before any data is read; read(member) reads one member's array.
     Raises:
-        ModelFileError: naming the file and, where it applies, the member.
+        ModelFileError: naming the file and, where it applies, the member; any GlcnnError
+            `check` raises.
     """
     try:
         with zipfile.ZipFile(path) as archive:
             infos = _npy_members(archive, path)
-            headers = {name: _member_header(archive, info, f"{path}: member {name!r}")
+            headers = {name: _member_header(archive, info, f"{path}: member {quote(name)}")
                        for name, info in infos.items()}
             _check_total(headers, path)
-            return {name: _read_array(archive, info) for name, info in infos.items()}
-    except ModelFileError:
+            arrays = {}
+
+            def read(name):
+                if name not in arrays:
+                    arrays[name] = _read_array(archive, infos[name])
+                return arrays[name]
+            if check is not None:
+                check(headers, read)
+            for name in infos:
+                read(name)
+            return arrays
+    except GlcnnError:
         raise
     except Exception as exc:  # noqa: BLE001 - zipfile and numpy parse untrusted bytes
         raise ModelFileError(f"{path}: not a readable .npz file ({type(exc).__name__}: "
@@ -104,7 +133,7 @@ def _npy_members(archive: zipfile.ZipFile, path) -> dict:
     for info in archive.infolist():
         name = info.filename.removesuffix(".npy")
         if not info.filename.endswith(".npy") or name in infos:
-            raise ModelFileError(f"{path}: member {info.filename!r} is "
+            raise ModelFileError(f"{path}: member {quote(info.filename)} is "
                                  + ("duplicated" if name in infos else "not a .npy array"))
         infos[name] = info
     return infos
@@ -154,12 +183,12 @@ def _read_array(archive: zipfile.ZipFile, info) -> np.ndarray:
 def _document(blob: np.ndarray, path) -> dict:
     """The graph description: UTF-8 JSON with the format tag, as a dict."""
     if blob.dtype != np.uint8 or blob.ndim != 1 or blob.size > MAX_GRAPH_JSON:
-        raise ModelFileError(f"{path}: member {GRAPH_KEY!r} must be UTF-8 JSON as up to "
+        raise ModelFileError(f"{path}: member {quote(GRAPH_KEY)} must be UTF-8 JSON as up to "
                              f"{mib(MAX_GRAPH_JSON)} of uint8; it is {blob.dtype} {blob.shape}")
     try:
         doc = json.loads(blob.tobytes().decode())
     except (ValueError, RecursionError) as exc:
-        raise ModelFileError(f"{path}: member {GRAPH_KEY!r} is not JSON "
+        raise ModelFileError(f"{path}: member {quote(GRAPH_KEY)} is not JSON "
                              f"({type(exc).__name__}: {str(exc)[:200]})") from None
     return doc
 
@@ -173,7 +202,7 @@ def graph_of(doc, path) -> Graph:
     """
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
-        raise ModelFileError(f"{path}: malformed glcnn graph (format {found!r}, expected "
+        raise ModelFileError(f"{path}: malformed glcnn graph (format {quote(found)}, expected "
                              f"{FORMAT!r})")
 
     def need(value, kind, what):
@@ -187,10 +216,38 @@ def graph_of(doc, path) -> Graph:
         nodes.append(Node(n.get("op"), n.get("name"), need(n.get("inputs"), list,
                                                             f"inputs of node {i}"),
                           dict(need(n.get("attrs", {}), dict, f"attrs of node {i}"))))
-    inputs = {k: tuple(need(v, list, f"shape of input {k!r}"))
+    inputs = {k: tuple(need(v, list, f"shape of input {quote(k)}"))
               for k, v in need(doc.get("inputs"), dict, "inputs").items()}
     return Graph(inputs, nodes, list(need(doc.get("outputs"), list, "outputs")),
                  dict(need(doc.get("meta", {}), dict, "meta")))
+
+
+def _checked_graph(blob: np.ndarray, headers: dict, path: Path) -> Graph:
+    """The graph of member GRAPH_KEY, each weight a zero stand-in of its member's header
+    shape (untouched zero pages cost no memory), checked as a Pipeline checks it
+    (`build_ops`): a member of the wrong shape is refused before its data is inflated.
+
+    Raises:
+        ModelFileError, WeightError, ShapeError, ...: naming the file and the layer.
+    """
+    graph = graph_of(_document(blob, path), path)
+    by_name = {n.name: n for n in graph.nodes if isinstance(n.name, str)}
+    for key, (shape, _) in headers.items():
+        layer, _, weight = key.rpartition("::")  # layer names may contain "::" (ONNX)
+        if key == GRAPH_KEY:
+            continue
+        if layer not in by_name or not weight:
+            raise ModelFileError(f"{path}: weight {quote(key)} belongs to no layer")
+        stand_in = np.zeros(shape, np.float32)
+        stand_in.flags.writeable = False
+        remember_finite(stand_in)  # no scan of the stand-in for NaN
+        by_name[layer].weights[weight] = stand_in
+    try:
+        build_ops(graph)
+    except GlcnnError as exc:
+        raise type(exc)(f"{path}: {exc} (judged from the .npy headers of its weights, "
+                        "before reading them)") from None
+    return graph
 
 
 def _attach_weights(graph: Graph, arrays: dict, path) -> None:
@@ -199,11 +256,11 @@ def _attach_weights(graph: Graph, arrays: dict, path) -> None:
     for key, value in arrays.items():
         layer, _, weight = key.rpartition("::")  # layer names may contain "::" (ONNX)
         if layer not in by_name or not weight:
-            raise ModelFileError(f"{path}: weight {key!r} belongs to no layer")
+            raise ModelFileError(f"{path}: weight {quote(key)} belongs to no layer")
         with np.errstate(over="ignore", invalid="ignore"):
             value = value.astype(np.float32)
         if not np.isfinite(value).all():
-            raise WeightError(f"{path}: layer {layer!r} ({by_name[layer].op}): weight "
-                              f"{weight!r} holds NaN or Inf (or values beyond float32); "
+            raise WeightError(f"{path}: layer {quote(layer)} ({by_name[layer].op}): weight "
+                              f"{quote(weight)} holds NaN or Inf (or values beyond float32); "
                               "glcnn refuses non-finite weights")
         by_name[layer].weights[weight] = value

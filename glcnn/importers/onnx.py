@@ -2,7 +2,8 @@
 
 Steps:
 1. read and sanity-check the protobuf, large weights read apart as views of the file
-   (`onnx_wire`) (`ModelFileError` naming the file otherwise);
+   (`onnx_wire`) (`ModelFileError` naming the file otherwise); external data is read by
+   glcnn, only from regular files inside the model's folder (`onnx_external`);
 2. give a symbolic batch dimension the value 1 and run onnx shape inference;
 3. fold everything computable from initializers and static shapes (`onnx_fold`): the
    Shape/Gather/Unsqueeze/Concat/Cast/Constant arithmetic PyTorch emits disappears;
@@ -26,10 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GlcnnError, ModelFileError, UnsupportedOpError
-from ..graph import Graph, Node
+from ..errors import GlcnnError, ModelFileError, UnsupportedOpError, quote
+from ..graph import OP_TYPE, Graph, Node, float32
 from ..limits import memory_budget, mib
-from . import onnx_fold, onnx_spatial, onnx_wire  # noqa: F401 (onnx_spatial registers converters)
+from . import (  # noqa: F401 (onnx_spatial registers converters)
+    onnx_external,
+    onnx_fold,
+    onnx_spatial,
+    onnx_wire,
+)
 from .onnx_fold import onnx_module
 
 FLOAT = 1  # onnx.TensorProto.FLOAT
@@ -39,16 +45,22 @@ def load(path) -> Graph:
     """Read an ONNX model into a Graph.
 
     Args:
-        path: a `.onnx` file (external weight files are looked up next to it).
+        path: a `.onnx` file (external data only from regular files in its folder).
     Returns:
         The graph: tensors (C, H, W), batch 1; not yet optimised (glcnn.load runs the passes).
+        `meta["external_data"]` lists the external-data files read (relative to the model's
+        folder), if any, so the prepared-model cache can tell when one changes.
     Raises:
-        ModelFileError: onnx not installed, not an ONNX file, truncated, missing tensors.
+        ModelFileError: onnx not installed, not an ONNX file, truncated, missing tensors,
+            external data outside the model's folder or not matching its tensor.
         UnsupportedOpError: ops, attribute values, ranks, batch sizes or dtypes glcnn
             cannot run; unsupported op types are all listed in one error.
     """
-    model, weights = read_split(path)
-    return OnnxImport(model, Path(path).name, weights).run()
+    model, weights, files = _read(path, split=True)
+    graph = OnnxImport(model, Path(path).name, weights).run()
+    if files:
+        graph.meta["external_data"] = files
+    return graph
 
 
 def read_model(path):
@@ -69,10 +81,11 @@ def read_split(path):
     Raises:
         ModelFileError: naming the file.
     """
-    return _read(path, split=True)
+    return _read(path, split=True)[:2]
 
 
 def _read(path, split: bool):
+    """(model with its external data inlined, {name: array read apart}, external files)."""
     try:
         model, weights = _parse(Path(path), split)
     except Exception as exc:  # DecodeError, OSError, external-data errors, ...
@@ -82,7 +95,9 @@ def _read(path, split: bool):
         raise ModelFileError(f"{path}: not an ONNX model (no graph outputs; empty, truncated "
                              "or another format)")
     _check_text(model, path)
-    return model, weights
+    _check_opsets(model, path)
+    files = onnx_external.inline(model, path, onnx_module())
+    return model, weights, files
 
 
 def _parse(path: Path, split: bool):
@@ -94,14 +109,9 @@ def _parse(path: Path, split: bool):
         if parts is not None:
             model = onnx.ModelProto()
             model.ParseFromString(parts[0])
-            if not _uses_external_data(model):
-                return model, parts[1]
-    return onnx_module().load(str(path)), {}
-
-
-def _uses_external_data(model) -> bool:
-    from onnx.external_data_helper import _get_all_tensors, uses_external_data
-    return any(uses_external_data(t) for t in _get_all_tensors(model))
+            return model, parts[1]
+    # External data is never left to onnx, whose checks vary by version (onnx_external).
+    return onnx_module().load(str(path), load_external_data=False), {}
 
 
 def _check_text(model, path) -> None:
@@ -121,6 +131,25 @@ def _check_text(model, path) -> None:
     if bad is not None:
         raise ModelFileError(f"{path}: a name or op type is not valid UTF-8 ({bad[:40]!r}); "
                              "the file is corrupt")
+    bad = next((n.op_type for n in graph.node if not OP_TYPE.match(n.op_type)), None)
+    if bad is not None:  # so that messages may print op types bare
+        raise ModelFileError(f"{path}: op type {quote(bad)} is not an identifier")
+
+
+def _check_opsets(model, path) -> None:
+    """Opset versions must be ≥ 1, and the default domain's one that this onnx knows
+    (onnxruntime refuses opset 99999 and negative opsets; onnx's checks would not run).
+
+    Raises:
+        ModelFileError: naming the domain and version.
+    """
+    newest = onnx_module().defs.onnx_opset_version()
+    for opset in model.opset_import:
+        default = opset.domain in ("", "ai.onnx")
+        if opset.version < 1 or (default and opset.version > newest):
+            raise ModelFileError(f"{path}: opset {opset.version} of domain "
+                                 f"{quote(opset.domain or 'ai.onnx')} is not a valid version "
+                                 f"(1 to {newest} for ai.onnx, with the installed onnx)")
 
 
 def _label(node) -> str:
@@ -155,7 +184,7 @@ class OnnxImport:
         declared = math.prod(tensor.dims) * _itemsize(tensor.data_type) \
             if all(d >= 0 for d in tensor.dims) else -1
         if declared < 0 or declared > memory_budget():
-            raise ModelFileError(f"{self.filename}: initializer {tensor.name!r} declares dims "
+            raise ModelFileError(f"{self.filename}: initializer {quote(tensor.name)} declares dims "
                                  f"{list(tensor.dims)}; negative, or over the memory budget "
                                  f"of {mib(memory_budget())} (GLCNN_MEMORY_BUDGET)")
         if tensor.name in self.weights:
@@ -163,7 +192,7 @@ class OnnxImport:
         try:
             return onnx_module().numpy_helper.to_array(tensor)
         except Exception as exc:  # noqa: BLE001 - onnx raises ValueError, TypeError, ...
-            raise ModelFileError(f"{self.filename}: initializer {tensor.name!r} is unreadable "
+            raise ModelFileError(f"{self.filename}: initializer {quote(tensor.name)} is unreadable "
                                  f"({type(exc).__name__}: {str(exc)[:200]})") from None
 
     # --- driver --------------------------------------------------------------------------
@@ -201,13 +230,14 @@ class OnnxImport:
             for name in node.input:
                 if name and name not in defined:
                     raise ModelFileError(
-                        f"{self.filename}: node {_label(node)!r} ({node.op_type}) reads {name!r}, "
+                        f"{self.filename}: node {quote(_label(node))} ({node.op_type}) reads "
+                        f"{quote(name)}, "
                         "which no graph input, initializer or earlier node defines (a missing "
                         "initializer, a cycle, or nodes out of order)")
             for name in node.output:
                 if name in defined:
-                    raise ModelFileError(f"{self.filename}: node {_label(node)!r} "
-                                         f"({node.op_type}) writes {name!r}, which is already "
+                    raise ModelFileError(f"{self.filename}: node {quote(_label(node))} "
+                                         f"({node.op_type}) writes {quote(name)}, which is already "
                                          "defined (duplicated tensor name)")
             defined.update(name for name in node.output if name)
 
@@ -225,28 +255,29 @@ class OnnxImport:
         for node in dynamic:
             default_domain = node.domain in ("", "ai.onnx")
             if not default_domain or node.op_type not in supported:
-                kind = node.op_type if default_domain else f"{node.domain}.{node.op_type}"
+                kind = node.op_type if default_domain else f"{quote(node.domain)}.{node.op_type}"
                 missing.setdefault(kind, []).append(_label(node))
-        if missing:
-            listed = "; ".join(f"{op} (nodes: {', '.join(names)})"
-                               for op, names in sorted(missing.items()))
+        if missing:  # op types are identifiers (_check_text); names are quoted, lists cut
+            listed = "; ".join(f"{op} (nodes: {', '.join(map(quote, names[:5]))}"
+                               f"{', ...' if len(names) > 5 else ''})"
+                               for op, names in sorted(missing.items())[:10])
             raise UnsupportedOpError(f"{self.filename}: {len(missing)} unsupported ONNX op "
                                      f"type(s): {listed}. Supported: "
                                      f"{', '.join(sorted(supported))}")
 
     def _input_shape(self, name) -> tuple[int, int, int]:
         if name not in self.types:
-            raise UnsupportedOpError(f"{self.filename}: input {name!r} is not a tensor "
+            raise UnsupportedOpError(f"{self.filename}: input {quote(name)} is not a tensor "
                                      "(a sequence, map or optional); glcnn takes float32 tensors")
         if self.types[name] != FLOAT:
-            raise UnsupportedOpError(f"{self.filename}: input {name!r} has ONNX element type "
+            raise UnsupportedOpError(f"{self.filename}: input {quote(name)} has ONNX element type "
                                      f"{_type_name(self.types[name])}; glcnn takes float32 inputs")
         dims = self.shapes.get(name)
         if dims is None or None in dims:
-            raise UnsupportedOpError(f"{self.filename}: input {name!r} has a dynamic shape "
+            raise UnsupportedOpError(f"{self.filename}: input {quote(name)} has a dynamic shape "
                                      f"{_dims(dims)}; glcnn needs static C, H, W (re-export "
                                      "with a fixed input size)")
-        return self.glcnn_shape(name, f"input {name!r}")
+        return self.glcnn_shape(name, f"input {quote(name)}")
 
     def glcnn_shape(self, name, what) -> tuple[int, int, int]:
         """(C, H, W) of ONNX tensor `name`: (1, C, H, W) -> (C, H, W), (1, F) -> (F, 1, 1).
@@ -267,7 +298,7 @@ class OnnxImport:
         for out in self.output_names:
             source = self.names.get(out)
             if source is None:
-                raise UnsupportedOpError(f"{self.filename}: output {out!r} is a constant "
+                raise UnsupportedOpError(f"{self.filename}: output {quote(out)} is a constant "
                                          "(computed from initializers only); glcnn outputs must "
                                          "depend on a graph input")
             if source == out:
@@ -310,10 +341,10 @@ class OnnxImport:
         if name in self.names:
             return self.names[name]
         if name in self.consts:
-            raise UnsupportedOpError(self.where(node, f"input {index} ({name!r}) is a constant; "
-                                                      "glcnn needs an activation there"))
-        raise ModelFileError(f"{self.filename}: node {_label(node)!r} ({node.op_type}) reads "
-                             f"{name!r}, which no node, graph input or initializer defines")
+            raise UnsupportedOpError(self.where(node, f"input {index} ({quote(name)}) is a "
+                                                      "constant; glcnn needs an activation there"))
+        raise ModelFileError(f"{self.filename}: node {quote(_label(node))} ({node.op_type}) reads "
+                             f"{quote(name)}, which no node, graph input or initializer defines")
 
     def shape(self, name) -> tuple:
         """The static ONNX dims of tensor `name` (activation or constant), or ()."""
@@ -326,10 +357,10 @@ class OnnxImport:
         return name in self.shapes and None not in self.shapes[name]
 
     def output_of(self, node) -> str:
-        return f"output {node.output[0]!r} of node {_label(node)!r} ({node.op_type})"
+        return f"output {quote(node.output[0])} of node {quote(_label(node))} ({node.op_type})"
 
     def where(self, node, message: str) -> str:
-        return f"{self.filename}: node {_label(node)!r} ({node.op_type}): {message}"
+        return f"{self.filename}: node {quote(_label(node))} ({node.op_type}): {message}"
 
     def emit(self, node, op: str, inputs: list[str], attrs=None, weights=None,
              suffix: str = "") -> str:
@@ -339,8 +370,7 @@ class OnnxImport:
         if self.is_static(out):  # unknown shapes are left to the glcnn op's own checks
             self.glcnn_shape(out, self.output_of(node))
         name = self._unique(out + suffix) if suffix or out not in self.output_names else out
-        weights = {k: np.asarray(v, np.float32) for k, v in (weights or {}).items()
-                   if v is not None}
+        weights = {k: float32(v) for k, v in (weights or {}).items() if v is not None}
         self.nodes.append(Node(op, name, list(inputs), dict(attrs or {}), weights))
         if not suffix:
             self.names[out] = name

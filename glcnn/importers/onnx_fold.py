@@ -10,13 +10,15 @@ import math
 
 import numpy as np
 
-from ..errors import ModelFileError, UnsupportedOpError
+from ..errors import ModelFileError, UnsupportedOpError, quote
+from . import onnx_sizes
 
 # Ops whose output is not a function of their inputs: never folded.
 RANDOM_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
               "Multinomial", "Bernoulli"}
-# Most elements a folded constant may have (256 MiB as float32): a model whose shape
-# arithmetic would build anything larger is refused before it is evaluated.
+# Most elements folding one node may allocate at once, its output or the reference
+# implementation's temporaries (256 MiB as float32): a model whose shape arithmetic would
+# build anything larger is refused before it is evaluated (onnx_sizes).
 MAX_FOLDED_ELEMENTS = 1 << 26
 
 
@@ -48,8 +50,8 @@ def attributes(node) -> dict:
             elif isinstance(value, list) and value and isinstance(value[0], bytes):
                 value = [v.decode() for v in value]
         except Exception as exc:  # noqa: BLE001 - onnx raises ValueError, TypeError, ...
-            raise ModelFileError(f"node {node.name!r} ({node.op_type}): attribute "
-                                 f"{attr.name!r} is unreadable ({type(exc).__name__}: "
+            raise ModelFileError(f"node {quote(node.name)} ({node.op_type}): attribute "
+                                 f"{quote(attr.name)} is unreadable ({type(exc).__name__}: "
                                  f"{str(exc)[:200]})") from None
         out[attr.name] = value
     return out
@@ -135,19 +137,35 @@ class Folder:
         return True
 
     def _check_size(self, node, outputs) -> None:
-        """Refuse to fold a node whose output would exceed MAX_FOLDED_ELEMENTS, judging by
-        inferred shapes and by the inputs of ops that generate data (ConstantOfShape, ...).
+        """Refuse to fold a node that would allocate more than MAX_FOLDED_ELEMENTS elements
+        at once, judged before evaluating it from its inputs' shapes and values and its
+        attributes (`onnx_sizes`), and from inferred output shapes.
 
         Raises:
-            UnsupportedOpError: naming the node.
+            UnsupportedOpError: naming the node and the count (or that its size cannot be
+                bounded).
         """
+        values = [self.consts[n] if n else None for n in node.input]
+        try:
+            with np.errstate(all="ignore"):
+                bound = onnx_sizes.elements(node, values, attributes(node), self.opset)
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError, ArithmeticError):
+            bound = None  # malformed inputs or attributes: not evaluated either
+        if bound is None:
+            raise UnsupportedOpError(f"node {quote(node.name)} ({node.op_type}): glcnn cannot "
+                                     "bound the size of computing it from its constant "
+                                     "inputs, so it does not fold it")
         inferred = [math.prod(self.shapes[n]) for n in outputs
                     if self.shapes.get(n) and None not in self.shapes[n]]
-        size = max(inferred + [_generated_elements(node, self.consts)])
+        size = max(inferred + [bound])
         if size > MAX_FOLDED_ELEMENTS:
-            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}) would build a "
+            raise UnsupportedOpError(f"node {quote(node.name)} ({node.op_type}) would build a "
                                      f"constant of {size:,} elements (limit "
                                      f"{MAX_FOLDED_ELEMENTS:,})")
+
+    @property
+    def opset(self) -> int:
+        return next((o.version for o in self.opsets if o.domain in ("", "ai.onnx")), 1)
 
     def _fold_shape(self, node) -> bool:
         dims = self.shapes.get(node.input[0])
@@ -174,8 +192,8 @@ class Folder:
         try:
             return ReferenceEvaluator(model).run(None, feeds)
         except Exception as exc:  # the reference implementation raises anything
-            raise UnsupportedOpError(f"node {node.name!r} ({node.op_type}): cannot evaluate it "
-                                     f"on its constant inputs ({exc})") from None
+            raise UnsupportedOpError(f"node {quote(node.name)} ({node.op_type}): cannot evaluate "
+                                     f"it on its constant inputs ({exc})") from None
 
 
 # Constant's numeric forms, read directly: most exported models (PyTorch's ReLU6 clips, say)
@@ -191,27 +209,6 @@ def _constant(node) -> list | None:
         return None
     (key, value), = a.items()
     return [np.asarray(value, _CONSTANT_DTYPES[key])]
-
-
-def _generated_elements(node, consts: dict) -> int:
-    """Elements the data-generating ops make from their constant inputs (0 for others, or
-    if the inputs are malformed: the evaluator then reports them)."""
-    values = [np.asarray(consts[n]) if n else None for n in node.input]
-    try:
-        with np.errstate(all="ignore"):
-            if node.op_type == "ConstantOfShape":
-                return math.prod(int(d) for d in values[0].reshape(-1))
-            if node.op_type == "Expand":
-                dims = [abs(int(d)) for d in values[1].reshape(-1)]
-                return values[0].size * math.prod(dims)
-            if node.op_type == "Tile":
-                return values[0].size * math.prod(abs(int(r)) for r in values[1].reshape(-1))
-            if node.op_type == "Range":
-                start, limit, delta = (float(v) for v in values[:3])
-                return int(min(abs((limit - start) / delta), 1e30)) if delta else 0
-    except (TypeError, ValueError, IndexError, AttributeError, OverflowError):
-        return 0
-    return 0
 
 
 def fold_graph(model, consts: dict, rounds: int = 8) -> tuple[list, dict, dict]:

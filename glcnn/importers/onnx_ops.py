@@ -11,7 +11,8 @@ Axes are given to glcnn ops in NCHW terms, so a (1, F) tensor's axis 1 is the ch
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
+from ..errors import UnsupportedOpError, quote
+from ..graph import float32
 from .onnx_fold import attributes
 
 CONVERTERS: dict[str, tuple] = {}
@@ -55,7 +56,7 @@ def only(imp, node, attrs: dict, allowed) -> dict:
     """`attrs`, after checking every attribute is one of the names in `allowed`: an ONNX
     attribute the converter does not know must not be silently dropped."""
     for key in sorted(set(attrs) - set(allowed)):
-        fail(imp, node, f"attribute {key}={attrs[key]!r} is not supported")
+        fail(imp, node, f"attribute {key}={quote(attrs[key])} is not supported")
     return dict(attrs)
 
 
@@ -68,7 +69,7 @@ def per_channel(imp, node, value, x: str, what: str) -> np.ndarray:
     """A constant broadcast against activation `x` as a per-channel vector (C,) or a
     scalar (1,); a constant varying along N, H or W is unsupported (ONNX broadcasting
     aligns trailing axes, so a (C,) constant against (1, C, H, W) varies along W)."""
-    value = np.asarray(value, np.float32)
+    value = float32(value)
     rank = len(imp.shape(x))
     if value.ndim > rank:
         fail(imp, node, f"{what} of shape {value.shape} has more axes than the input")
@@ -100,7 +101,8 @@ def weight(imp, node, index: int, what: str):
     name = node.input[index] if len(node.input) > index else ""
     value = imp.const(name)
     if name and value is None:
-        fail(imp, node, f"{what} (input {index}, {name!r}) must be an initializer or a constant")
+        fail(imp, node, f"{what} (input {index}, {quote(name)}) must be an initializer or a "
+             "constant")
     return value
 
 
@@ -209,7 +211,7 @@ def _div(imp, node, attrs):
 def _reshape(imp, node, attrs):
     """A no-op when the glcnn shapes match ((1, C, 1, 1) <-> (1, C)), else Flatten."""
     x, out = imp.act(node, 0), node.output[0]
-    source = imp.glcnn_shape(node.input[0], f"input {node.input[0]!r}")
+    source = imp.glcnn_shape(node.input[0], f"input {quote(node.input[0])}")
     target = imp.glcnn_shape(out, imp.output_of(node))
     if source == target:
         imp.alias(node, x)

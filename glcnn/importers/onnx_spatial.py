@@ -3,6 +3,7 @@ resampling, padding, slicing, joining. See onnx_ops.py for the conventions."""
 
 import numpy as np
 
+from ..errors import quote
 from .onnx_ops import axis_nchw, converts, fail, no_extra_outputs, only, weight
 
 
@@ -15,7 +16,7 @@ def same_pads(imp, node, attrs, kernel) -> list[int]:
     if mode == "VALID":
         return [0, 0, 0, 0]
     if mode not in ("SAME_UPPER", "SAME_LOWER"):
-        fail(imp, node, f"auto_pad={mode!r} is not supported")
+        fail(imp, node, f"auto_pad={quote(mode)} is not supported")
     if any(d != 1 for d in attrs.get("dilations", (1, 1))):  # onnxruntime refuses it too
         fail(imp, node, f"auto_pad={mode} with dilations {attrs['dilations']}: ONNX "
                         "implementations disagree on the pads; give explicit pads")
@@ -138,6 +139,8 @@ def _reduce(imp, node, attrs):
     if rank != 4:
         fail(imp, node, f"reducing a rank-{rank} tensor is not supported")
     keepdims = int(attrs.get("keepdims", 1))
+    if not all(-rank <= int(a) < rank for a in axes):  # onnxruntime refuses them too
+        fail(imp, node, f"axis out of range in axes {quote(axes)} for rank {rank}")
     axes = sorted({int(a) % rank for a in axes or range(rank)} - ({0} if keepdims else set()))
     imp.emit(node, node.op_type, [imp.act(node, 0)], {"axes": axes, "keepdims": keepdims})
 
@@ -157,7 +160,7 @@ def _spatial(imp, node, values, axes, fill, what: str) -> list:
     for axis, value in zip(axes, values):
         full[axis] = value
     if len(values) != len(axes) or full[:2] != list(fill[:2]):
-        fail(imp, node, f"{what} {values} must leave the batch and channel axes unchanged")
+        fail(imp, node, f"{what} {quote(values)} must leave the batch and channel axes unchanged")
     return full[2:]
 
 

@@ -35,11 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GlcnnError, ModelFileError, ShapeError, UnsupportedOpError, WeightError
-from ..graph import Graph, Node
+from ..errors import GlcnnError, ModelFileError, ShapeError, UnsupportedOpError, WeightError, quote
+from ..graph import Graph, Node, float32
 from ..limits import check_atlas
 from ..ops import make_op
-from .tfjs_topology import Call, parse_topology
+from .tfjs_topology import Call, ConfigError, parse_topology
 from .tfjs_weights import read_weights
 
 # The largest vector a permutation Gemm reorders (an F×F weight matrix).
@@ -89,7 +89,7 @@ def load(path, input_size=None) -> Graph:
         return TfjsImport(path.name, layout, weights, input_size).run(calls, inputs, outputs)
     except MALFORMED as exc:
         raise ModelFileError(f"{path.name}: malformed layers model ({type(exc).__name__}: "
-                             f"{exc})") from None
+                             f"{str(exc)[:300]})") from None
 
 
 def read_model_json(path: Path) -> dict:
@@ -110,7 +110,7 @@ def read_model_json(path: Path) -> dict:
                              "reads layers models ('layers-model', written by model.save() or "
                              "tensorflowjs_converter --output_format tfjs_layers_model)")
     if doc.get("format", "layers-model") != "layers-model":
-        raise ModelFileError(f"{path}: format {doc['format']!r} is not 'layers-model'")
+        raise ModelFileError(f"{path}: format {quote(doc['format'])} is not 'layers-model'")
     return doc
 
 
@@ -123,10 +123,11 @@ def check_supported(calls: list[Call], filename: str) -> None:
             missing.setdefault(call.cls, []).append(call.name)
         activation = layers.activation_name(call.config.get("activation"))
         if activation not in layers.ACTIVATIONS and call.cls in layers.CONVERTERS:
-            missing.setdefault(f"activation {activation!r}", []).append(call.name)
-    if missing:
-        listed = "; ".join(f"{kind} (layers: {', '.join(names)})"
-                           for kind, names in sorted(missing.items()))
+            missing.setdefault(f"activation {quote(activation)}", []).append(call.name)
+    if missing:  # classes are identifiers (tfjs_topology); names are quoted, lists cut
+        listed = "; ".join(f"{kind} (layers: {', '.join(map(quote, names[:5]))}"
+                           f"{', ...' if len(names) > 5 else ''})"
+                           for kind, names in sorted(missing.items())[:10])
         raise UnsupportedOpError(
             f"{filename}: {len(missing)} unsupported layer class(es)/activation(s): {listed}. "
             f"Supported layers: {', '.join(sorted(layers.CONVERTERS))}; activations: "
@@ -176,12 +177,15 @@ class TfjsImport:
         for call in calls:
             try:
                 self.tensors[call.name] = convert(self, call)
+            except ConfigError as exc:
+                raise ModelFileError(f"{self.where(call)}: {exc}") from None
             except MALFORMED as exc:
                 raise ModelFileError(f"{self.where(call)}: malformed config "
-                                     f"({type(exc).__name__}: {exc})") from None
+                                     f"({type(exc).__name__}: {str(exc)[:300]})") from None
         stray = [name for name in inputs if name not in self.inputs]
         if stray:
-            raise ModelFileError(f"{self.filename}: input_layers {stray} are not InputLayers")
+            raise ModelFileError(f"{self.filename}: input_layers {quote(stray)} are not "
+                                 "InputLayers")
         names = [self._bind_output(name) for name in outputs]
         meta = {"source": "tfjs", "layout": self.layout,
                 "onnx_input_shapes": {n: self.tf_shape(self.tensors[n]) for n in inputs},
@@ -192,7 +196,7 @@ class TfjsImport:
 
     # --- what converters use ---------------------------------------------------------------
     def where(self, call: Call) -> str:
-        return f"{self.filename}: layer {call.name!r} ({call.cls})"
+        return f"{self.filename}: layer {quote(call.name)} ({call.cls})"
 
     def fail(self, call: Call, message: str):
         raise UnsupportedOpError(f"{self.where(call)}: {message}")
@@ -235,7 +239,7 @@ class TfjsImport:
         name = self._weight_name(call, key)
         value = self.weights[name]
         if tuple(value.shape) != tuple(shape):
-            raise WeightError(f"{self.where(call)}: weight {name!r} has shape "
+            raise WeightError(f"{self.where(call)}: weight {quote(name)} has shape "
                               f"{list(value.shape)} in the manifest, but the layer's config "
                               f"and input need {list(shape)}")
         return value
@@ -248,7 +252,7 @@ class TfjsImport:
         if len(nested) == 1:
             return nested[0]
         mine = sorted(w for w in self.weights if f"{call.name}/" in w)
-        raise WeightError(f"{self.where(call)}: weight {name!r} is not in the weights "
+        raise WeightError(f"{self.where(call)}: weight {quote(name)} is not in the weights "
                           f"manifest (its weights there: {mine or 'none'})")
 
     def add_input(self, call: Call, shape: tuple[int, int, int], rank: int) -> Tensor:
@@ -273,8 +277,7 @@ class TfjsImport:
             GlcnnError: the glcnn op refuses its attributes, weights or input shapes.
         """
         name = f"{call.name}/{suffix}" if suffix else call.name
-        weights = {k: np.asarray(v, np.float32) for k, v in (weights or {}).items()
-                   if v is not None}
+        weights = {k: float32(v) for k, v in (weights or {}).items() if v is not None}
         node = Node(op, name, list(inputs), dict(attrs or {}), weights)
         try:
             shape = make_op(node, [self.shapes[t] for t in inputs]).output_shape()
@@ -295,7 +298,7 @@ class TfjsImport:
         size = len(tensor.order)
         if size > PERMUTATION_GEMM_MAX:
             raise UnsupportedOpError(
-                f"{self.filename}: the flattened {tensor.name!r} ({size} values, TF's H, W, C "
+                f"{self.filename}: the flattened {quote(tensor.name)} ({size} values, TF's H, W, C "
                 "order) feeds a layer other than Dense; glcnn reorders at most "
                 f"{PERMUTATION_GEMM_MAX} values")
         matrix = np.zeros((size, size), np.float32)

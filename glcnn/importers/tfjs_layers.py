@@ -32,8 +32,9 @@ Bilinear without half-pixel centres, "asymmetric"); Python Keras's bilinear diff
 
 import numpy as np
 
+from ..errors import quote
 from .tfjs import Tensor
-from .tfjs_topology import Call
+from .tfjs_topology import Call, ConfigError, integers
 
 CONVERTERS: dict = {}
 
@@ -71,15 +72,18 @@ def activation_name(value) -> str | None:
     return None if value is None else str(value)
 
 
-def pair(value, key: str) -> tuple[int, int]:
-    values = [value, value] if isinstance(value, int) else list(value)
-    return int(values[0]), int(values[1])
+def pair(value, key: str, minimum: int = 1) -> tuple[int, int]:
+    """(a, b) from an integer n (n, n) or a list [a, b] of integers ≥ `minimum`."""
+    values = integers(value, key, minimum)
+    if len(values) not in (1, 2) or (len(values) == 1 and isinstance(value, list | tuple)):
+        raise ConfigError(f"{key} {quote(value)} must be one integer or two")
+    return values[0], values[-1]
 
 
 def _padding(imp, call: Call) -> str:
     padding = call.config.get("padding", "valid")
     if padding not in ("same", "valid"):
-        imp.fail(call, f"padding={padding!r} is not supported (same, valid)")
+        imp.fail(call, f"padding={quote(padding)} is not supported (same, valid)")
     return padding
 
 
@@ -193,8 +197,8 @@ def _input(imp, call):
     cfg = call.config
     shape = cfg.get("batch_input_shape", cfg.get("batch_shape"))
     if not isinstance(shape, list) or len(shape) not in (2, 4):
-        imp.fail(call, f"input shape {shape}: glcnn takes images (batch, H, W, C or C, H, W) "
-                       "and vectors (batch, F)")
+        imp.fail(call, f"input shape {quote(shape)}: glcnn takes images (batch, H, W, C or "
+                       "C, H, W) and vectors (batch, F)")
     dims = list(shape[1:])
     if len(dims) == 3:
         spatial = [0, 1] if imp.layout == "NHWC" else [1, 2]
@@ -202,8 +206,9 @@ def _input(imp, call):
             for i, size in zip(spatial, imp.input_size):
                 dims[i] = int(size)
     if any(d is None for d in dims):
-        imp.fail(call, f"input shape {shape} leaves sizes open; pass input_size=(H, W) to "
+        imp.fail(call, f"input shape {quote(shape)} leaves sizes open; pass input_size=(H, W) to "
                        "glcnn.importers.tfjs.load for height and width")
+    dims = integers(dims, "input shape", 1)
     if len(dims) == 1:
         return imp.add_input(call, (dims[0], 1, 1), 2)
     chw = (dims[2], dims[0], dims[1]) if imp.layout == "NHWC" else tuple(dims)
@@ -228,8 +233,9 @@ def _conv_geometry(imp, call, x):
 @converts("Conv2D")
 def _conv2d(imp, call):
     x = imp.act(call)
-    c, groups, filters = imp.shape(x)[0], int(call.config.get("groups", 1)), \
-        int(call.config["filters"])
+    c = imp.shape(x)[0]
+    groups = integers(call.config.get("groups", 1), "groups", 1)[0]
+    filters = integers(call.config["filters"], "filters", 1)[0]
     (kh, kw), attrs = _conv_geometry(imp, call, x)
     kernel = imp.weight(call, "kernel", (kh, kw, c // groups, filters))
     weights = {"W": kernel.transpose(3, 2, 0, 1), "B": _bias(imp, call, filters)}
@@ -238,7 +244,7 @@ def _conv2d(imp, call):
 
 def _depthwise_weights(imp, call, channels: int):
     (kh, kw), m = pair(call.config["kernel_size"], "kernel_size"), \
-        int(call.config.get("depth_multiplier", 1))
+        integers(call.config.get("depth_multiplier", 1), "depth_multiplier", 1)[0]
     kernel = imp.weight(call, "depthwise_kernel", (kh, kw, channels, m))
     return kernel.transpose(2, 3, 0, 1).reshape(channels * m, 1, kh, kw)
 
@@ -259,7 +265,7 @@ def _depthwise(imp, call):
 @converts("SeparableConv2D")
 def _separable(imp, call):
     x = imp.act(call)
-    c, filters = imp.shape(x)[0], int(call.config["filters"])
+    c, filters = imp.shape(x)[0], integers(call.config["filters"], "filters", 1)[0]
     _, attrs = _conv_geometry(imp, call, x)
     w = _depthwise_weights(imp, call, c)
     depthwise = imp.emit(call, "Conv", [x.name], {**attrs, "group": c}, {"W": w},
@@ -272,7 +278,7 @@ def _separable(imp, call):
 @converts("Conv2DTranspose")
 def _conv_transpose(imp, call):
     cfg, x = call.config, imp.act(call)
-    c, filters = imp.shape(x)[0], int(cfg["filters"])
+    c, filters = imp.shape(x)[0], integers(cfg["filters"], "filters", 1)[0]
     kernel_size = pair(cfg["kernel_size"], "kernel_size")
     strides = pair(cfg.get("strides", 1), "strides")
     if pair(cfg.get("dilation_rate", 1), "dilation_rate") != (1, 1) or \

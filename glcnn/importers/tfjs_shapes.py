@@ -9,23 +9,35 @@ shape, so a Reshape is a no-op exactly when reshaping that array keeps glcnn's o
 Flatten's TF order is the flattened array itself (kept as `Tensor.order` for the Dense).
 """
 
+import math
+
 import numpy as np
 
+from ..errors import quote
 from ..limits import memory_budget
 from ..ops.concat import MAX_INPUTS
-from .tfjs import Tensor
+from .tfjs import PERMUTATION_GEMM_MAX, Tensor
 from .tfjs_layers import _bias, converts, finish, pair, spatial_pads
+from .tfjs_topology import integers
+
+# Most values whose TF order is laid out as an index array (int64: 128 MiB, plus copies).
+MAX_REORDERED = 1 << 24
 
 
-def tf_indices(imp, call, x: Tensor) -> np.ndarray:
+def tf_indices(imp, call, x: Tensor, shape: tuple | None = None) -> np.ndarray:
     """glcnn's flat index of every value of `x`, in an array of x's TF shape (no batch).
 
+    Args:
+        shape: a (C, H, W) to use instead of x's own (`_flatten` asks a small stand-in
+            whether the order is the identity).
     Raises:
-        UnsupportedOpError: the index array alone would exceed glcnn's memory budget.
+        UnsupportedOpError: more than MAX_REORDERED values (or than the memory budget
+            allows), checked before anything is allocated.
     """
-    c, h, w = imp.shape(x)
-    if c * h * w * 8 > memory_budget():
-        imp.fail(call, f"a tensor of {c * h * w} values is too large to reorder")
+    c, h, w = shape or imp.shape(x)
+    if c * h * w > min(MAX_REORDERED, memory_budget() // 8):
+        imp.fail(call, f"a tensor of {c * h * w:,} values is too large to reorder (at most "
+                       f"{MAX_REORDERED:,})")
     index = np.arange(c * h * w).reshape(c, h, w)
     if x.rank == 2:
         return index.reshape(c)
@@ -66,7 +78,7 @@ def _global_pool(imp, call):
 def _upsampling(imp, call):
     interpolation = call.config.get("interpolation", "nearest")
     if interpolation not in ("nearest", "bilinear"):
-        imp.fail(call, f"interpolation={interpolation!r} is not supported (nearest, bilinear)")
+        imp.fail(call, f"interpolation={quote(interpolation)} is not supported (nearest, bilinear)")
     sh, sw = pair(call.config.get("size", 2), "size")
     attrs = {"mode": "nearest" if interpolation == "nearest" else "linear",
              "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor",
@@ -78,7 +90,7 @@ def _two_pairs(value, key: str) -> tuple[tuple[int, int], tuple[int, int]]:
     """((top, bottom), (left, right)) from n, (h, w) or ((t, b), (l, r))."""
     if isinstance(value, int):
         return (value, value), (value, value)
-    return pair(value[0], key), pair(value[1], key)
+    return pair(value[0], key, 0), pair(value[1], key, 0)
 
 
 @converts("ZeroPadding2D")
@@ -138,7 +150,7 @@ def _concatenate(imp, call):
 def _dense(imp, call):
     """Gemm on a vector (kernel rows permuted to glcnn's order after a Flatten); a 1×1 Conv
     on a channels_last map (Dense acts on the last axis)."""
-    x, units = imp.act(call, 0, keep_order=True), int(call.config["units"])
+    x, units = imp.act(call, 0, keep_order=True), integers(call.config["units"], "units", 1)[0]
     k = imp.shape(x)[0]
     kernel = imp.weight(call, "kernel", (k, units))
     if x.rank == 4:
@@ -160,19 +172,34 @@ def _flatten(imp, call):
     x = imp.act(call, 0, keep_order=True)
     if x.rank == 2:
         return x
-    index = tf_indices(imp, call, x)
+    name = imp.emit(call, "Flatten", [x.name], {"axis": 1})
+    # A transposition keeps the flat order exactly when its axes longer than 1 keep theirs,
+    # so a stand-in with every side cut to 2 tells, without an index array of x's size.
+    stand_in = _flat_order(imp, call, x, tuple(min(d, 2) for d in imp.shape(x)))
+    if np.array_equal(stand_in, np.arange(stand_in.size)):
+        return Tensor(name, 2)
+    count = math.prod(imp.shape(x))
+    largest = max((w.size for w in imp.weights.values()), default=0)
+    if count > max(PERMUTATION_GEMM_MAX, largest):
+        imp.fail(call, f"flattening {count:,} values in TF's order needs a Dense kernel of "
+                       f"{count:,} rows or a reordering of at most {PERMUTATION_GEMM_MAX:,} "
+                       f"values, but the largest weight holds {largest:,}")
+    return Tensor(name, 2, _flat_order(imp, call, x))
+
+
+def _flat_order(imp, call, x: Tensor, shape: tuple | None = None) -> np.ndarray:
+    """TF's flattening order of map `x`: tf[i] = glcnn[order[i]] (`tf_indices`' `shape`)."""
+    index = tf_indices(imp, call, x, shape)
     if call.config.get("data_format") == "channels_first":  # Keras moves axis 1 last first
         index = np.moveaxis(index, 0, -1)
-    order = index.reshape(-1)
-    name = imp.emit(call, "Flatten", [x.name], {"axis": 1})
-    return Tensor(name, 2, None if np.array_equal(order, np.arange(order.size)) else order)
+    return index.reshape(-1)
 
 
 @converts("Reshape")
 def _reshape(imp, call):
     """Only reshapes that leave every value where glcnn keeps it (e.g. (C,) <-> (1, 1, C))."""
     x = imp.act(call)
-    target = [int(d) for d in call.config["target_shape"]]
+    target = list(integers(call.config["target_shape"], "target_shape", -1))
     try:
         moved = tf_indices(imp, call, x).reshape(target)
     except ValueError:

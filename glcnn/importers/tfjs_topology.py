@@ -11,7 +11,8 @@ TF.js name it. A Functional ("Model") config lists layers with `inbound_nodes`
 
 from dataclasses import dataclass
 
-from ..errors import ModelFileError, UnsupportedOpError
+from ..errors import ModelFileError, UnsupportedOpError, quote
+from ..graph import OP_TYPE
 
 
 @dataclass
@@ -38,19 +39,42 @@ def parse_topology(topology: dict, filename: str) -> tuple[list[Call], list[str]
         return _sequential(body, filename)
     if cls in ("Model", "Functional") and isinstance(body, dict):
         return _functional(body, filename)
-    raise ModelFileError(f"{filename}: modelTopology holds a {cls!r}; expected a Sequential or "
-                         "a Functional ('Model') config")
+    raise ModelFileError(f"{filename}: modelTopology holds a {quote(cls)}; expected a "
+                         "Sequential or a Functional ('Model') config")
 
 
 def _call(layer, filename: str) -> Call:
     if not isinstance(layer, dict) or not isinstance(layer.get("config"), dict) or \
             "class_name" not in layer:
-        raise ModelFileError(f"{filename}: layer entry {str(layer)[:80]!r} needs 'class_name' "
+        raise ModelFileError(f"{filename}: layer entry {quote(str(layer)[:80])} needs 'class_name' "
                              "and a 'config' object")
+    if not isinstance(layer["class_name"], str) or not OP_TYPE.match(layer["class_name"]):
+        raise ModelFileError(f"{filename}: layer class {quote(layer['class_name'])} is not an "
+                             "identifier")  # so that messages may print classes bare
     name = layer.get("name") or layer["config"].get("name")
     if not name:
         raise ModelFileError(f"{filename}: a {layer['class_name']} layer has no name")
     return Call(layer["class_name"], str(name), layer["config"], [])
+
+
+class ConfigError(ModelFileError):
+    """A value of a layer config or manifest entry of the wrong form; the importer re-raises
+    it as a ModelFileError naming the file and the layer."""
+
+
+def integers(values, what: str, minimum: int | None = None) -> tuple[int, ...]:
+    """A JSON integer or list of integers as a tuple of ints. Floats (3.5) and strings ("8")
+    are refused, not converted: a TF.js writer never stores a size that way.
+
+    Raises:
+        ConfigError: naming `what`.
+    """
+    items = list(values) if isinstance(values, list | tuple) else [values]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and
+               (minimum is None or v >= minimum) for v in items):
+        bound = "" if minimum is None else f" ≥ {minimum}"
+        raise ConfigError(f"{what} {quote(values)} must be integers{bound}")
+    return tuple(items)
 
 
 def _sequential(body, filename: str):
@@ -64,7 +88,7 @@ def _sequential(body, filename: str):
         if shape is None and first.config.get("input_shape") is not None:
             shape = [None, *first.config["input_shape"]]
         if shape is None:
-            raise ModelFileError(f"{filename}: the first layer {first.name!r} declares no "
+            raise ModelFileError(f"{filename}: the first layer {quote(first.name)} declares no "
                                  "batch_input_shape, so the model's input size is unknown")
         calls.insert(0, Call("InputLayer", f"{first.name}_input",
                              {"batch_input_shape": shape}, []))
@@ -96,7 +120,7 @@ def _refs(value) -> list:
 
 def _ref(ref, where: str, filename: str) -> tuple[str, int, int]:
     if not isinstance(ref, list) or len(ref) < 3 or not isinstance(ref[0], str):
-        raise ModelFileError(f"{filename}: {where} entry {ref!r} is not [layer, node, tensor] "
+        raise ModelFileError(f"{filename}: {where} entry {quote(ref)} is not [layer, node, tensor] "
                              "(a Keras 3 file? glcnn reads the Keras 2 format TF.js writes)")
     return ref[0], int(ref[1]), int(ref[2])
 
@@ -104,15 +128,16 @@ def _ref(ref, where: str, filename: str) -> tuple[str, int, int]:
 def _inbound(nodes: list, call: Call, filename: str) -> list[str]:
     """Names of the layers `call` reads (each layer's output 0, first call)."""
     if len(nodes) > 1:
-        raise UnsupportedOpError(f"{filename}: layer {call.name!r} ({call.cls}) is called "
+        raise UnsupportedOpError(f"{filename}: layer {quote(call.name)} ({call.cls}) is called "
                                  f"{len(nodes)} times; shared layers are not supported")
-    refs = [_ref(ref, f"layer {call.name!r} inbound_nodes", filename)
+    refs = [_ref(ref, f"layer {quote(call.name)} inbound_nodes", filename)
             for ref in (nodes[0] if nodes else [])]
     for name, node, tensor in refs:
         if node or tensor:
-            raise UnsupportedOpError(f"{filename}: layer {call.name!r} reads output {tensor} "
-                                     f"of call {node} of layer {name!r}; only single-output, "
-                                     "single-call layers are supported")
+            raise UnsupportedOpError(f"{filename}: layer {quote(call.name)} reads output "
+                                     f"{quote(tensor)} of call {quote(node)} of layer "
+                                     f"{quote(name)}; only single-output, single-call layers "
+                                     "are supported")
     return [name for name, _, _ in refs]
 
 
@@ -126,8 +151,8 @@ def _in_order(calls: list[Call], filename: str) -> list[Call]:
     for call in calls:
         missing = [name for name in call.inputs if name not in known]
         if missing:
-            raise ModelFileError(f"{filename}: layer {call.name!r} ({call.cls}) reads "
-                                 f"{missing}, which no layer of the model defines")
+            raise ModelFileError(f"{filename}: layer {quote(call.name)} ({call.cls}) reads "
+                                 f"{quote(missing)}, which no layer of the model defines")
     done, ordered, pending = set(), [], list(calls)
     while pending:
         ready = next((c for c in pending if all(i in done for i in c.inputs)), None)

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelFileError, WeightError
+from ..errors import ModelFileError, WeightError, quote
+from ..limits import memory_budget, mib
+from .tfjs_topology import ConfigError, integers
 
 _RAW = {"float32": "<f4", "float16": "<f2", "int32": "<i4", "bool": "u1"}
 _QUANTIZED = {"uint8": "u1", "uint16": "<u2", "float16": "<f2"}
@@ -39,32 +41,45 @@ def read_weights(model_path: Path, manifest) -> dict[str, np.ndarray]:
     Returns:
         weight name (":0" dropped) -> float32 array of its manifest shape.
     Raises:
-        ModelFileError: a malformed manifest, a missing shard, or shards shorter than the
-            weights they must hold (naming the shard files, the weight and both sizes).
+        ModelFileError: a malformed manifest, weights over the memory budget (checked before
+            any shard is read), a missing shard, or shards shorter than the weights they
+            must hold (naming the shard files, the weight and both sizes).
         WeightError: a dtype or quantization glcnn cannot decode, naming the weight.
     """
     if not isinstance(manifest, list):
         raise ModelFileError(f"{model_path}: 'weightsManifest' must be a list of groups")
+    specs = [_group_specs(model_path, index, group) for index, group in enumerate(manifest)]
+    total = sum(math.prod(shape) * 4 for group in specs for _, shape, _ in group)
+    if total > memory_budget():
+        raise ModelFileError(f"{model_path}: the weights manifest declares {mib(total)} of "
+                             f"float32 weights, over the memory budget of "
+                             f"{mib(memory_budget())} (GLCNN_MEMORY_BUDGET)")
     weights = {}
-    for index, group in enumerate(manifest):
-        weights.update(_read_group(model_path, index, group))
+    for index, (group, group_specs) in enumerate(zip(manifest, specs)):
+        weights.update(_read_group(model_path, index, group, group_specs))
     return weights
 
 
-def _read_group(model_path: Path, index: int, group) -> dict[str, np.ndarray]:
+def _group_specs(model_path: Path, index: int, group) -> list[tuple[str, tuple, str]]:
+    """`_spec` of every weight of one manifest group."""
     if not isinstance(group, dict) or not isinstance(group.get("paths"), list) or \
             not isinstance(group.get("weights"), list):
         raise ModelFileError(f"{model_path}: weightsManifest[{index}] needs 'paths' and "
                              "'weights' lists")
-    data = _group_bytes(model_path, group["paths"])
+    return [_spec(model_path, spec) for spec in group["weights"]]
+
+
+def _read_group(model_path: Path, index: int, group, specs) -> dict[str, np.ndarray]:
+    # Python ints: no overflow on hostile shapes
+    sizes = [math.prod(shape) * np.dtype(dtype).itemsize for _, shape, dtype in specs]
+    data = _group_bytes(model_path, group["paths"], sum(sizes))
     offset, weights = 0, {}
-    for spec in group["weights"]:
-        name, shape, dtype = _spec(model_path, spec)
-        count = math.prod(shape)  # Python ints: no overflow on hostile shapes
-        size = count * np.dtype(dtype).itemsize
+    for spec, (name, shape, dtype), size in zip(group["weights"], specs, sizes):
+        count = math.prod(shape)
         if offset + size > len(data):
             raise ModelFileError(
-                f"{model_path}: weight {name!r} {list(shape)} needs bytes {offset}..{offset + size}"
+                f"{model_path}: weight {quote(name)} {list(shape)} needs bytes "
+                f"{offset}..{offset + size}"
                 f" of group {index} but its shards {group['paths']} hold {len(data)} bytes "
                 "(a truncated or missing .bin file)")
         raw = np.frombuffer(data, dtype, count, offset).reshape(shape)
@@ -73,21 +88,26 @@ def _read_group(model_path: Path, index: int, group) -> dict[str, np.ndarray]:
     return weights
 
 
-def _group_bytes(model_path: Path, paths) -> bytes:
-    """The concatenated shards of one group, read relative to the model.json folder."""
-    chunks = []
+def _group_bytes(model_path: Path, paths, needed: int) -> bytes:
+    """The first `needed` bytes of the concatenated shards of one group (read relative to
+    the model.json folder): a shard is read only as far as the manifest's weights reach."""
+    chunks, have = [], 0
     folder = model_path.parent.resolve()
     for shard in paths:
+        if have >= needed:
+            break
         file = (model_path.parent / str(shard)).resolve()
         # A hostile manifest may point anywhere ('../x', '/dev/zero'): only regular files
         # inside the model's own folder are read.
         if folder not in file.parents:
-            raise ModelFileError(f"{model_path}: weight shard {shard!r} points outside "
+            raise ModelFileError(f"{model_path}: weight shard {quote(shard)} points outside "
                                  f"{folder}; shards must sit next to model.json")
         if file.exists() and not file.is_file():
-            raise ModelFileError(f"{model_path}: weight shard {shard!r} is not a regular file")
+            raise ModelFileError(f"{model_path}: weight shard {quote(shard)} is not a regular file")
         try:
-            chunks.append(file.read_bytes())
+            with open(file, "rb") as stream:
+                chunks.append(stream.read(needed - have))
+            have += len(chunks[-1])
         except OSError as exc:
             raise ModelFileError(f"{model_path}: weight shard {file} cannot be read "
                                  f"({exc.strerror or exc}); it must sit next to model.json"
@@ -103,20 +123,24 @@ def _spec(model_path: Path, spec) -> tuple[str, tuple, str]:
         WeightError: an unknown dtype or quantization dtype.
     """
     if not isinstance(spec, dict) or not {"name", "shape", "dtype"} <= set(spec):
-        raise ModelFileError(f"{model_path}: manifest entry {spec!r} needs name, shape, dtype")
+        raise ModelFileError(f"{model_path}: manifest entry {quote(spec)} needs name, shape, dtype")
     name = str(spec["name"]).removesuffix(":0")
-    shape = tuple(int(d) for d in spec["shape"])
+    try:
+        shape = integers(spec["shape"], f"weight {quote(name)} shape")
+    except ConfigError as exc:
+        raise ModelFileError(f"{model_path}: {exc}") from None
     if any(d < 0 for d in shape):
-        raise ModelFileError(f"{model_path}: weight {name!r} has a negative size {list(shape)}")
+        raise ModelFileError(f"{model_path}: weight {quote(name)} has a negative size "
+                             f"{list(shape)}")
     quantization = spec.get("quantization")
     if quantization is None:
         stored = _RAW.get(spec["dtype"])
-        kind = f"dtype {spec['dtype']!r}"
+        kind = f"dtype {quote(spec['dtype'])}"
     else:
         stored = _QUANTIZED.get(quantization.get("dtype"))
-        kind = f"quantization dtype {quantization.get('dtype')!r}"
+        kind = f"quantization dtype {quote(quantization.get('dtype'))}"
     if stored is None:
-        raise WeightError(f"{model_path}: weight {name!r} has {kind}; glcnn reads float32, "
+        raise WeightError(f"{model_path}: weight {quote(name)} has {kind}; glcnn reads float32, "
                           "float16 and uint8/uint16/float16 quantized weights")
     return name, shape, stored
 
@@ -126,7 +150,8 @@ def _decode(model_path: Path, name: str, raw: np.ndarray, quantization) -> np.nd
     if quantization is None or quantization.get("dtype") == "float16":
         return raw.astype(np.float32)
     if "scale" not in quantization or "min" not in quantization:
-        raise WeightError(f"{model_path}: weight {name!r} is {quantization['dtype']}-quantized "
+        raise WeightError(f"{model_path}: weight {quote(name)} is "
+                          f"{quantization['dtype']}-quantized "
                           f"without 'scale' and 'min' ({quantization}); tfjs-converter writes "
                           "both and TF.js requires them")
     scale, low = float(quantization["scale"]), float(quantization["min"])

@@ -3,6 +3,7 @@
 Importing this package imports every op module, which fills `REGISTRY`.
 """
 
+from ..errors import quote
 from ..limits import check_atlas
 from . import (  # noqa: F401  (registration)
     activation,
@@ -40,7 +41,7 @@ def build_ops(graph) -> tuple[list[Op], dict[str, tuple]]:
     for node in graph.nodes:
         op = make_op(node, [shapes[t] for t in node.inputs])
         shapes[node.name] = op.output_shape()
-        check_atlas(shapes[node.name], f"output of layer {node.name!r} ({node.op})")
+        check_atlas(shapes[node.name], f"output of layer {quote(node.name)} ({node.op})")
         ops.append(op)
     return ops, shapes
 

@@ -36,6 +36,7 @@ class Activation(Op):
         params = {k: self.node.attrs[k] for k in ACTIVATION_DEFAULTS[self.node.op]
                   if k in self.node.attrs}
         self.epilogue = {"op": self.node.op, **params}
+        self.check_activation(self.epilogue)
 
     def all_defines(self):
         return super().all_defines() | {"ACT_" + self.node.op.upper(): 1}

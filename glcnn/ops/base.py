@@ -11,8 +11,8 @@ import weakref
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedOpError, WeightError
-from ..graph import Node
+from ..errors import ShapeError, UnsupportedOpError, WeightError, quote
+from ..graph import FLOAT32_MAX, Node, float32
 from ..layout import pack_channels
 
 REGISTRY: dict[str, type["Op"]] = {}
@@ -52,19 +52,15 @@ def make_op(node: Node, in_shapes: list[tuple]) -> "Op":
     """
     cls = REGISTRY.get(node.op)
     if cls is None:
-        raise UnsupportedOpError(f"layer {node.name!r}: op type {node.op!r} is not supported; "
-                                 f"supported: {', '.join(sorted(REGISTRY))}")
+        raise UnsupportedOpError(f"layer {quote(node.name)}: op type {quote(node.op)} is not "
+                                 f"supported; supported: {', '.join(sorted(REGISTRY))}")
     try:
         return cls(node, in_shapes)
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError) as exc:
-        raise UnsupportedOpError(f"layer {node.name!r} ({node.op}): malformed attributes "
-                                 f"{_short(node.attrs)} or weights {sorted(node.weights)} "
-                                 f"for inputs {in_shapes} ({type(exc).__name__}: {exc})") from None
-
-
-def _short(value, limit: int = 200) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
+        raise UnsupportedOpError(f"layer {quote(node.name)} ({node.op}): malformed attributes "
+                                 f"{quote(node.attrs, 200)} or weights "
+                                 f"{quote(sorted(node.weights))} for inputs {in_shapes} "
+                                 f"({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 class Op:
@@ -138,24 +134,27 @@ class Op:
 
     # --- shared helpers --------------------------------------------------------------
     def fail(self, message: str, error=ShapeError):
-        raise error(f"layer {self.node.name!r} ({self.node.op}): {message}")
+        raise error(f"layer {quote(self.node.name)} ({self.node.op}): {message}")
 
     def weight(self, key: str, shape: tuple | None = None) -> np.ndarray:
         """The float32 weight `key`, checked against `shape` (None entries match anything)."""
         if key not in self.node.weights:
-            self.fail(f"missing weight {key!r}; has {sorted(self.node.weights)}", WeightError)
-        w = np.asarray(self.node.weights[key], np.float32)
+            self.fail(f"missing weight {quote(key)}; has {quote(sorted(self.node.weights))}",
+                      WeightError)
+        w = float32(self.node.weights[key])
         if shape is not None and (w.ndim != len(shape) or any(
                 e is not None and e != a for e, a in zip(shape, w.shape))):
-            self.fail(f"weight {key!r} has shape {w.shape}, expected {shape}", WeightError)
+            self.fail(f"weight {quote(key)} has shape {w.shape}, expected {shape}", WeightError)
         if not _all_finite(w):
-            self.fail(f"weight {key!r} contains NaN or Inf", WeightError)
+            self.fail(f"weight {quote(key)} contains NaN or Inf (or values beyond float32)",
+                      WeightError)
         return w
 
     def attr_ints(self, key: str, n: int, default) -> tuple[int, ...]:
         value = tuple(int(v) for v in self.node.attrs.get(key, default))
         if len(value) != n:
-            self.fail(f"attribute {key}={list(value)} must have {n} values", UnsupportedOpError)
+            self.fail(f"attribute {key}={quote(list(value))} must have {n} values",
+                      UnsupportedOpError)
         return value
 
     # --- the fused epilogue: residual add, then activation (shaders/common.glsl) ----------
@@ -164,10 +163,23 @@ class Op:
             self.fail("input_activation is for Conv and ConvTranspose only", UnsupportedOpError)
         act = self.node.attrs.get("activation")
         if act and act.get("op") not in ACTIVATION_DEFAULTS:
-            self.fail(f"cannot fuse activation {act.get('op')!r}", UnsupportedOpError)
+            self.fail(f"cannot fuse activation {quote(act.get('op'))}", UnsupportedOpError)
+        if act:
+            self.check_activation(act)
         if self.node.attrs.get("residual") and self.in_shapes[-1] != self.output_shape():
             self.fail(f"residual input has shape {self.in_shapes[-1]}, "
                       f"output is {self.output_shape()}")
+
+    def check_activation(self, act: dict) -> None:
+        """An activation's parameters (ACTIVATION_DEFAULTS: LeakyRelu alpha, ...) must be
+        numbers, finite except Clip's bounds (±inf: no bound); NaN is refused everywhere."""
+        for key in ACTIVATION_DEFAULTS[act["op"]]:
+            value = act.get(key, 0.0)
+            if isinstance(value, bool | np.bool_) or \
+                    not isinstance(value, int | float | np.integer | np.floating) or \
+                    not (abs(value) <= FLOAT32_MAX or act["op"] == "Clip" and value == value):
+                self.fail(f"{act['op']} {key}={quote(value)} must be a finite number",
+                          UnsupportedOpError)
 
     def all_samplers(self) -> tuple[str, ...]:
         residual = ("u_residual",) if self.node.attrs.get("residual") else ()
@@ -189,7 +201,7 @@ class Op:
             out["RESIDUAL"] = 1
         for key in out:
             if not _NAME.match(key):
-                self.fail(f"invalid define name {key!r}", UnsupportedOpError)
+                self.fail(f"invalid define name {quote(key)}", UnsupportedOpError)
         return out
 
     def all_textures(self) -> dict[str, np.ndarray]:

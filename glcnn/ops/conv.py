@@ -13,6 +13,7 @@ ConvTranspose: the adjoint; x[c, iy, ix] reaches y at (iy·sy − pt + ky·dy, .
 | dilations      | (1, 1)    | (dy, dx)                                       |
 | group          | 1         | channel groups; group = C is depthwise         |
 | output_padding | (0, 0)    | ConvTranspose only: extra rows/cols at the end |
+| kernel_shape   | W's       | optional; must equal W's (kh, kw), each ≥ 1    |
 
 Weights: W as above, B (Co,) optional. Both ops run `shaders/conv.glsl` (TRANSPOSED for
 the adjoint) with one weight texture layout (layout.pack_filters over (Co, Cg, kh, kw));
@@ -25,7 +26,7 @@ context (`block_step` says whether a layer has one; README "Speed").
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
+from ..errors import UnsupportedOpError, WeightError, quote
 from ..layout import channels_shape, filters_shape, pack_channels, pack_filters
 from .base import ACTIVATION_DEFAULTS, Op, conv_output_size, register
 
@@ -49,10 +50,13 @@ class _ConvBase(Op):
         self.pads = self.attr_ints("pads", 4, (0, 0, 0, 0))
         if self.group < 1:  # before channels(), which divides by it
             self.fail(f"group={self.group} must be ≥ 1", UnsupportedOpError)
+        if min(self.pads) < 0:  # onnxruntime refuses them too; a Pad op crops instead
+            self.fail(f"pads {self.pads} must be ≥ 0", UnsupportedOpError)
         if min(self.strides) < 1 or min(self.dilations) < 1:
             self.fail(f"strides {self.strides} and dilations {self.dilations} must be ≥ 1",
                       UnsupportedOpError)
         self.W = self.weight("W", (None, None, None, None))
+        self._check_kernel()
         self.check_weights()
         self._check_input_activation()
         if any(v <= 0 for v in self.output_shape()):
@@ -65,6 +69,16 @@ class _ConvBase(Op):
     def conv_weights(self) -> np.ndarray:
         """Weights as (Co, Cg, kh, kw), the orientation the shader reads."""
         raise NotImplementedError
+
+    def _check_kernel(self):
+        """The weight's kernel is not empty and is the one `kernel_shape` (optional) says."""
+        kernel = tuple(self.W.shape[2:])
+        if min(kernel) < 1:
+            self.fail(f"weight W has shape {self.W.shape}: an empty kernel", WeightError)
+        if "kernel_shape" in self.node.attrs and \
+                self.attr_ints("kernel_shape", 2, ()) != kernel:
+            self.fail(f"kernel_shape {quote(self.node.attrs['kernel_shape'])} does not match "
+                      f"weight W of shape {self.W.shape}", WeightError)
 
     def check_weights(self):
         ci, co, cg, cog = self.channels()
@@ -82,8 +96,10 @@ class _ConvBase(Op):
         if pre is None:
             return
         if not isinstance(pre, dict) or pre.get("op") not in INPUT_ACTIVATIONS:
-            self.fail(f"input_activation {pre!r} must be one of {', '.join(INPUT_ACTIVATIONS)}",
+            self.fail(f"input_activation {quote(pre)} must be one of "
+                      f"{', '.join(INPUT_ACTIVATIONS)}",
                       UnsupportedOpError)
+        self.check_activation(pre)
         if self.variant() == "GENERIC":
             self.fail("input_activation needs whole input slices per group (DENSE or "
                       "DEPTHWISE)", UnsupportedOpError)

@@ -13,7 +13,7 @@
 No weights. Each output lane gathers its own input channel (4 scalar fetches per pixel).
 """
 
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import ShapeError, UnsupportedOpError, quote
 from .base import Op, register
 
 
@@ -25,7 +25,8 @@ class DepthToSpace(Op):
         a = self.node.attrs
         self.mode = a.get("mode", "DCR")
         if self.mode not in ("DCR", "CRD"):
-            self.fail(f"mode={self.mode!r} unsupported; supported: DCR, CRD", UnsupportedOpError)
+            self.fail(f"mode={quote(self.mode)} unsupported; supported: DCR, CRD",
+                      UnsupportedOpError)
         if "blocksize" not in a or int(a["blocksize"]) < 1:
             self.fail(f"blocksize={a.get('blocksize')} must be given and ≥ 1",
                       UnsupportedOpError)

@@ -24,7 +24,7 @@ with m the identity inside [0, n) and, outside it:
 No weights. Refused: non-zero pads on N or C, reflect with a pad ≥ the (cropped) size.
 """
 
-from ..errors import UnsupportedOpError
+from ..errors import UnsupportedOpError, quote
 from .base import Op, register
 
 MODES = ("constant", "reflect", "edge", "wrap")
@@ -38,7 +38,8 @@ class Pad(Op):
         a = self.node.attrs
         self.mode = a.get("mode", "constant")
         if self.mode not in MODES:
-            self.fail(f"mode={self.mode!r} unsupported; supported: {MODES}", UnsupportedOpError)
+            self.fail(f"mode={quote(self.mode)} unsupported; supported: {MODES}",
+                      UnsupportedOpError)
         pads = self.attr_ints("pads", 8, ())
         if pads[:2] != (0, 0) or pads[4:6] != (0, 0):
             self.fail(f"pads={list(pads)} pad N or C; only H and W can be padded",

@@ -27,7 +27,7 @@ No weights. Refused: SAME_* with dilations (implementations disagree), windows h
 input tap at all (pads ≥ the window), and unknown auto_pad values.
 """
 
-from ..errors import UnsupportedOpError
+from ..errors import UnsupportedOpError, quote
 from .base import Op, register
 
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
@@ -56,6 +56,8 @@ class Pool(Op):
                       f"{self.dilations} must be ≥ 1", UnsupportedOpError)
         self.ceil_mode = bool(int(a.get("ceil_mode", 0)))
         self.pads = self.resolve_pads(str(a.get("auto_pad", "NOTSET")))
+        if min(self.pads) < 0:  # onnxruntime refuses them too
+            self.fail(f"pads {self.pads} must be ≥ 0", UnsupportedOpError)
         axes = zip(self.in_shapes[0][1:], self.kernel, self.strides, self.dilations,
                    self.pads[:2], self.pads[2:])
         self.size = tuple(pool_output_size(*axis, self.ceil_mode) for axis in axes)
@@ -65,15 +67,17 @@ class Pool(Op):
     def resolve_pads(self, auto_pad: str) -> tuple[int, int, int, int]:
         """(top, left, bottom, right) for `auto_pad`; ONNX forbids pads with auto_pad set."""
         if auto_pad not in AUTO_PADS:
-            self.fail(f"auto_pad={auto_pad!r} unknown; supported: {AUTO_PADS}", UnsupportedOpError)
+            self.fail(f"auto_pad={quote(auto_pad)} unknown; supported: {AUTO_PADS}",
+                      UnsupportedOpError)
         if auto_pad == "NOTSET":
             return self.attr_ints("pads", 4, (0, 0, 0, 0))
         if any(self.attr_ints("pads", 4, (0, 0, 0, 0))):
-            self.fail(f"auto_pad={auto_pad!r} together with non-zero pads", UnsupportedOpError)
+            self.fail(f"auto_pad={quote(auto_pad)} together with non-zero pads", UnsupportedOpError)
         if auto_pad == "VALID":
             return (0, 0, 0, 0)
         if self.dilations != (1, 1):
-            self.fail(f"auto_pad={auto_pad!r} with dilations {self.dilations}", UnsupportedOpError)
+            self.fail(f"auto_pad={quote(auto_pad)} with dilations {self.dilations}",
+                      UnsupportedOpError)
         begin, end = [], []  # output ceil(in / s), with or without ceil_mode
         for n, k, s in zip(self.in_shapes[0][1:], self.kernel, self.strides):
             total = max(0, (-(-n // s) - 1) * s + k - n)

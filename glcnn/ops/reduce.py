@@ -25,7 +25,7 @@ For large planes `expand_reductions` splits such a node into a W pass, run by HÂ
 in parallel, and a short H pass.
 """
 
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import ShapeError, UnsupportedOpError, quote
 from .base import Op, register
 
 _KINDS = {"GlobalAveragePool": {}, "ReduceMean": {}, "GlobalMaxPool": {"REDUCE_MAX": 1},
@@ -51,13 +51,14 @@ class Reduce(Op):
             try:
                 self.axes = spatial_axes(a.get("axes", (0, 1, 2, 3)))
             except ValueError:
-                self.fail(f"axes={a['axes']} out of range for NCHW", UnsupportedOpError)
+                self.fail(f"axes={quote(a['axes'])} out of range for NCHW", UnsupportedOpError)
             keepdims = int(a.get("keepdims", 1))
         if not self.axes or not set(self.axes) <= {2, 3}:
-            self.fail(f"axes={a.get('axes', 'all (default)')} unsupported; only the spatial axes "
-                      "2 (H) and 3 (W) of NCHW can be reduced", UnsupportedOpError)
+            given = quote(a["axes"]) if "axes" in a else "all (default)"
+            self.fail(f"axes={given} unsupported; only the "
+                      "spatial axes 2 (H) and 3 (W) of NCHW can be reduced", UnsupportedOpError)
         if keepdims == 0 and self.axes != (2, 3):
-            self.fail(f"keepdims=0 with axes={a['axes']} unsupported; only over both "
+            self.fail(f"keepdims=0 with axes={quote(a['axes'])} unsupported; only over both "
                       "spatial axes (giving the vector (C, 1, 1))", UnsupportedOpError)
         if self.node.op == "InstanceNormVariance":
             c = self.in_shapes[0][0]

@@ -46,7 +46,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
+from ..errors import UnsupportedOpError, quote
 from .base import Op, register
 
 HALF = Fraction(1, 2)
@@ -75,13 +75,13 @@ class Resize(Op):
         self.rounding = self.choice("nearest_mode", rounding, tuple(ROUNDING))
         self.choice("keep_aspect_ratio_policy", "stretch", ("stretch",))
         if int(self.node.attrs.get("antialias", 0)) and self.mode != "nearest":
-            self.fail(f"antialias=1 with mode={self.mode!r} unsupported", UnsupportedOpError)
+            self.fail(f"antialias=1 with mode={quote(self.mode)} unsupported", UnsupportedOpError)
         self.scales, self.size = self.scales_and_size()
 
     def choice(self, key: str, default: str, allowed: tuple) -> str:
         value = self.node.attrs.get(key, default)
         if value not in allowed:
-            self.fail(f"{key}={value!r} unsupported; supported: {', '.join(allowed)}",
+            self.fail(f"{key}={quote(value)} unsupported; supported: {', '.join(allowed)}",
                       UnsupportedOpError)
         return value
 
@@ -94,10 +94,10 @@ class Resize(Op):
         values = [float(v) for v in a[key]]
         expected_nc = [1, 1] if key == "scales" else [1, c]
         if len(values) not in (2, 4) or (len(values) == 4 and values[:2] != expected_nc):
-            self.fail(f"{key}={a[key]} must be [h, w] or [{expected_nc[0]}, {expected_nc[1]}, "
-                      "h, w]: only H and W can be resized", UnsupportedOpError)
+            self.fail(f"{key}={quote(a[key])} must be [h, w] or [{expected_nc[0]}, "
+                      f"{expected_nc[1]}, h, w]: only H and W can be resized", UnsupportedOpError)
         if min(values[-2:]) <= 0:
-            self.fail(f"{key}={a[key]} must be positive", UnsupportedOpError)
+            self.fail(f"{key}={quote(a[key])} must be positive", UnsupportedOpError)
         if key == "sizes":
             size = tuple(int(v) for v in values[-2:])
             scales = (Fraction(size[0], h), Fraction(size[1], w))
@@ -105,9 +105,10 @@ class Resize(Op):
             size = (math.floor(h * values[-2]), math.floor(w * values[-1]))
             scales = (Fraction(values[-2]), Fraction(values[-1]))
         if self.node.op == "Upsample" and min(scales) < 1:
-            self.fail(f"Upsample scales {a[key]} must be ≥ 1; use Resize", UnsupportedOpError)
+            self.fail(f"Upsample scales {quote(a[key])} must be ≥ 1; use Resize",
+                      UnsupportedOpError)
         if min(size) < 1:
-            self.fail(f"{key}={a[key]} gives an empty output from {self.in_shapes[0]}")
+            self.fail(f"{key}={quote(a[key])} gives an empty output from {self.in_shapes[0]}")
         return scales, size
 
     def output_shape(self):
