@@ -149,3 +149,20 @@ def test_float_tensors_are_normalisation_inputs_and_statistics():
                                                      "ReduceMean", "SoftmaxStats")}
     assert len(stats) == 5  # mean/w, mean, var/w, var; the softmax's (M, S)
     assert float_tensors(graph) == {"conv", "pool"} | stats
+
+
+def test_summary_of_a_u8_pipeline(ctx):
+    """summary() of a u8 pipeline raised KeyError('u8'): its table knew fp32 and fp16 only.
+    enc1's output (64, 4, 6) is 16 slices in a 4x4 grid of 6x4 tiles: 384 texels, so its row
+    holds 384 * 4 * (4 - 1) bytes = 4.5 KiB less at one byte a channel than at fp32."""
+    from glcnn import models
+    graph = models.autoencoder((8, 12))
+    glcnn.calibrate(graph, [np.random.default_rng(0).random((3, 8, 12), np.float32)], ctx)
+    rows = {}
+    for precision in ("fp32", "u8"):
+        with glcnn.Pipeline(graph, ctx, precision=precision) as pipe:
+            text = pipe.summary()
+        assert f"MiB textures without reuse ({precision})" in text
+        rows[precision] = float(next(line for line in text.splitlines()
+                                     if line.startswith("enc1")).split()[-1])
+    assert rows["fp32"] - rows["u8"] == pytest.approx(4.5, abs=0.11)  # rows print 0.1 KiB
