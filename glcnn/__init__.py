@@ -7,6 +7,7 @@
 """
 
 from .builder import Builder, load_state_dict
+from .calibration import calibrate
 from .context import Context
 from .errors import (
     ContextError,
@@ -25,7 +26,7 @@ from .graph import Graph, Node
 from .importers import load_graph
 from .importers.npz import save
 from .pipeline import Pipeline, Readback
-from .precision import TOLERANCE, calibrate
+from .precision import TOLERANCE
 from .prepared import load_optimized
 
 

@@ -22,7 +22,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .diff_refs import NothingComparedError, check_against, examples, reference_outputs
+from .diff_refs import (
+    NothingComparedError,
+    abs_error,
+    check_against,
+    examples,
+    reference_outputs,
+)
 from .errors import GlcnnError, quote
 from .precision import TOLERANCE  # the one table, shared with the tests
 
@@ -68,15 +74,6 @@ class DiffReport(NamedTuple):
 def op_label(op) -> str:
     """The op type with its fused parts in execution order (`Node.label`)."""
     return op.node.label
-
-
-def abs_error(y, ref) -> np.ndarray:
-    """|y − ref| in float64, 0 where both hold the same NaN/Inf, Inf where only one does."""
-    y, ref = np.asarray(y, np.float64), np.asarray(ref, np.float64)
-    with np.errstate(invalid="ignore"):
-        err = np.abs(y - ref)
-    same = (y == ref) | (np.isnan(y) & np.isnan(ref))
-    return np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
 
 
 def compare(layer: str, op: str, y, ref, tolerance: float) -> LayerDiff:
@@ -234,7 +231,7 @@ def calibrate_if_needed(graph, precision: str, inputs: dict, ctx=None) -> bool:
     for u8: no value falls outside its range). Returns whether it calibrated."""
     if precision != "u8" or graph.meta.get("u8_ranges"):
         return False
-    from .precision import calibrate
+    from .calibration import calibrate
     calibrate(graph, [inputs], ctx)
     return True
 

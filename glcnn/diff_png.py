@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .diff import abs_error
-from .diff_refs import NothingComparedError, safe_name
+from .diff_refs import NothingComparedError, abs_error, safe_name
 from .errors import GlcnnError
 
 GAP = 4  # pixels between panels

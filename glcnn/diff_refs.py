@@ -210,3 +210,12 @@ def _as_chw(value, shape, what: str, channels_last: bool = False) -> np.ndarray:
         raise GlcnnError(f"{what} has shape {np.shape(value)}; its glcnn layer has "
                          f"{tuple(shape)} (C, H, W)")
     return a
+
+
+def abs_error(y, ref) -> np.ndarray:
+    """|y − ref| in float64, 0 where both hold the same NaN/Inf, Inf where only one does."""
+    y, ref = np.asarray(y, np.float64), np.asarray(ref, np.float64)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(y - ref)
+    same = (y == ref) | (np.isnan(y) & np.isnan(ref))
+    return np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))

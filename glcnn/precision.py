@@ -7,8 +7,8 @@
 | u8        | RGBA8   | round(255·(v − offset[c]) / scale[c]) | GPUs without float targets    |
 
 Arithmetic in shaders is float32 in every mode. For u8, each tensor's per-channel
-offset/scale come from `calibrate()`: run sample inputs in fp32, reduce every tensor's
-per-channel min/max on the GPU, widen by a margin, and store the result in
+offset/scale come from `glcnn.calibration.calibrate()`: run sample inputs in fp32, reduce
+every tensor's per-channel min/max on the GPU, widen by a margin, and store the result in
 `graph.meta["u8_ranges"]` (saved with the model, so loading needs no calibration). A value
 outside its calibrated range is clamped to it — the margin exists so that this does not
 happen on inputs like the samples. Plain RGBA8 would clamp everything outside [0, 1].
@@ -17,8 +17,6 @@ A u8 pipeline keeps a few tensors in RGBA32F (`float_tensors`): normalisation st
 what an InstanceNormalization normalises. Their 8-bit error would be divided by the spread of
 the channel on this very input, once per normalisation; everything else is 8-bit.
 """
-
-import copy
 
 import numpy as np
 
@@ -118,48 +116,3 @@ class U8Ranges:
         """Stored fractions (C, H, W) -> values."""
         return (s * self.scale[name][:, None, None]
                 + self.offset[name][:, None, None]).astype(np.float32)
-
-
-def calibrate(graph, samples, ctx=None, margin: float = DEFAULT_MARGIN) -> dict:
-    """Per-channel value ranges of every tensor over `samples`, for u8 storage.
-
-    Runs `graph` in fp32 on each sample, reduces each tensor's per-channel min/max on the
-    GPU (2·C numbers read back per tensor), widens each range by `margin` of its span on
-    both sides, and stores the result in `graph.meta["u8_ranges"]`.
-
-    Args:
-        graph: the graph to calibrate, as it will be compiled (optimise it first;
-            `glcnn.load(path, precision="u8", calibration=samples)` does both).
-        samples: inputs accepted by `Pipeline.run`: an iterable of them, one dict, or one
-            array: (C, H, W) is one sample, a 4-D array one per index of its first axis.
-        ctx: Context to use (default: as for `Pipeline`).
-        margin: fraction of each channel's span added below and above.
-    Returns:
-        {tensor name: [lows, highs]}, also written to graph.meta["u8_ranges"].
-    """
-    from .pipeline import Pipeline
-    from .stats import ChannelMinMax
-    if isinstance(samples, dict):
-        samples = [samples]
-    elif isinstance(samples, np.ndarray):
-        samples = np.split(samples, len(samples)) if samples.ndim == 4 else [samples]
-    lo, hi = {}, {}
-    with Pipeline(copy.deepcopy(graph), ctx, keep="all") as pipe:
-        stats = ChannelMinMax(pipe.ctx)
-        count = 0
-        for sample in samples:
-            pipe.run(sample, readback=False)
-            for name, shape in pipe.shapes.items():
-                mm = stats.read(pipe.texture(name), shape).astype(np.float64)
-                lo[name] = np.minimum(lo.get(name, mm[:, 0]), mm[:, 0])
-                hi[name] = np.maximum(hi.get(name, mm[:, 1]), mm[:, 1])
-            count += 1
-        stats.release()
-    if count == 0:
-        raise GlcnnError("calibrate() needs at least one sample input")
-    ranges = {}
-    for name in lo:
-        pad = np.maximum((hi[name] - lo[name]) * margin, 1e-6 * np.maximum(1, abs(hi[name])))
-        ranges[name] = [(lo[name] - pad).tolist(), (hi[name] + pad).tolist()]
-    graph.meta["u8_ranges"] = ranges
-    return ranges

@@ -30,7 +30,6 @@ nodes after their layers (helper nodes "<layer>/<role>").
 """
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,28 +38,14 @@ from ..errors import GlcnnError, ModelFileError, ShapeError, UnsupportedOpError,
 from ..graph import Graph, Node, float32
 from ..limits import check_atlas
 from ..ops import make_op
+from .tfjs_tensor import PERMUTATION_GEMM_MAX, Tensor  # noqa: F401 (importers' names)
 from .tfjs_topology import Call, ConfigError, parse_topology
 from .tfjs_weights import read_weights
 
-# The largest vector a permutation Gemm reorders (an F×F weight matrix).
-PERMUTATION_GEMM_MAX = 4096
 # What a config value of the wrong type or form raises while it is read; reported as a
 # ModelFileError naming the file (and the layer, during conversion).
 MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
              ZeroDivisionError)
-
-
-@dataclass
-class Tensor:
-    """A TF tensor: the glcnn tensor holding it and its TF rank (2 or 4, batch included).
-
-    `order`: for a vector in TF's flattening order, tf[i] = glcnn[order[i]]; None when the
-    two orders agree.
-    """
-
-    name: str
-    rank: int
-    order: np.ndarray | None = None
 
 
 def load(path, input_size=None) -> Graph:

@@ -33,7 +33,7 @@ Bilinear without half-pixel centres, "asymmetric"); Python Keras's bilinear diff
 import numpy as np
 
 from ..errors import quote
-from .tfjs import Tensor
+from .tfjs_tensor import Tensor
 from .tfjs_topology import Call, ConfigError, integers
 
 CONVERTERS: dict = {}
@@ -216,7 +216,8 @@ def _input(imp, call):
 
 
 # --- convolutions ---------------------------------------------------------------------------
-def _bias(imp, call, size: int):
+def bias(imp, call, size: int):
+    """The layer's bias of `size` values, or None when it has none (use_bias false)."""
     return imp.weight(call, "bias", (size,)) if call.config.get("use_bias", True) else None
 
 
@@ -238,7 +239,7 @@ def _conv2d(imp, call):
     filters = integers(call.config["filters"], "filters", 1)[0]
     (kh, kw), attrs = _conv_geometry(imp, call, x)
     kernel = imp.weight(call, "kernel", (kh, kw, c // groups, filters))
-    weights = {"W": kernel.transpose(3, 2, 0, 1), "B": _bias(imp, call, filters)}
+    weights = {"W": kernel.transpose(3, 2, 0, 1), "B": bias(imp, call, filters)}
     return finish(imp, call, "Conv", x, {**attrs, "group": groups}, weights)
 
 
@@ -258,7 +259,7 @@ def _depthwise(imp, call):
         imp.fail(call, f"dilation_rate={attrs['dilations']}: TF.js's DepthwiseConv2D ignores "
                        "it while Keras applies it; glcnn refuses rather than pick one")
     w = _depthwise_weights(imp, call, c)
-    weights = {"W": w, "B": _bias(imp, call, w.shape[0])}
+    weights = {"W": w, "B": bias(imp, call, w.shape[0])}
     return finish(imp, call, "Conv", x, {**attrs, "group": c}, weights)
 
 
@@ -271,7 +272,7 @@ def _separable(imp, call):
     depthwise = imp.emit(call, "Conv", [x.name], {**attrs, "group": c}, {"W": w},
                          suffix="depthwise")
     pointwise = imp.weight(call, "pointwise_kernel", (1, 1, w.shape[0], filters))
-    weights = {"W": pointwise.transpose(3, 2, 0, 1), "B": _bias(imp, call, filters)}
+    weights = {"W": pointwise.transpose(3, 2, 0, 1), "B": bias(imp, call, filters)}
     return finish(imp, call, "Conv", Tensor(depthwise, 4), {}, weights)
 
 
@@ -291,7 +292,7 @@ def _conv_transpose(imp, call):
     attrs = {"strides": list(strides), "pads": begin + [p - b for p, b in zip(pads, begin)],
              "output_padding": [max(s - k, 0) for k, s in zip(kernel_size, strides)]}
     kernel = imp.weight(call, "kernel", (*kernel_size, filters, c))
-    weights = {"W": kernel.transpose(3, 2, 0, 1), "B": _bias(imp, call, filters)}
+    weights = {"W": kernel.transpose(3, 2, 0, 1), "B": bias(imp, call, filters)}
     return finish(imp, call, "ConvTranspose", x, attrs, weights)
 
 

@@ -16,8 +16,8 @@ import numpy as np
 from ..errors import quote
 from ..limits import memory_budget
 from ..ops.concat import MAX_INPUTS
-from .tfjs import PERMUTATION_GEMM_MAX, Tensor
-from .tfjs_layers import _bias, converts, finish, pair, spatial_pads
+from .tfjs_layers import bias, converts, finish, pair, spatial_pads
+from .tfjs_tensor import PERMUTATION_GEMM_MAX, Tensor
 from .tfjs_topology import integers
 
 # Most values whose TF order is laid out as an index array (int64: 128 MiB, plus copies).
@@ -157,13 +157,13 @@ def _dense(imp, call):
         if imp.layout != "NHWC":
             imp.fail(call, "Dense on a channels_first map acts on W; not supported")
         return finish(imp, call, "Conv", x, {}, {"W": kernel.T[:, :, None, None],
-                                                 "B": _bias(imp, call, units)})
+                                                 "B": bias(imp, call, units)})
     if x.order is not None:
         rows = np.empty_like(kernel)
         rows[x.order] = kernel  # TF row i multiplies glcnn value order[i]
         kernel = rows
     return finish(imp, call, "Gemm", Tensor(x.name, 2), {}, {"B": kernel,
-                                                             "C": _bias(imp, call, units)})
+                                                             "C": bias(imp, call, units)})
 
 
 @converts("Flatten")
