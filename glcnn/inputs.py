@@ -31,7 +31,9 @@ import numpy as np
 from .errors import ShapeError, quote
 from .limits import MAX_IMAGE_PIXELS, memory_budget, mib
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+# Image files glcnn reads (glcnn run, diff, the viewer's folder source), in the order messages
+# list them.
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 _SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)
 

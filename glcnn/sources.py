@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import GlcnnError, quote
-
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
+from .inputs import IMAGE_SUFFIXES
 
 
 class SyntheticSource:

@@ -17,7 +17,7 @@ import numpy as np
 from .bending import BENDABLE, Bender
 from .context import Context
 from .display import Display, mosaic_grid
-from .errors import ContextError, GlcnnError, quote
+from .errors import ContextError, GlcnnError, ShapeError, quote
 from .layout import Atlas
 from .pipeline import Pipeline
 
@@ -65,7 +65,8 @@ class Viewer:
         layer: the layer shown in the activation and filter panels (default: the first).
         visible: show the window (False renders offscreen in a hidden window).
     Raises:
-        ContextError: no display or no OpenGL 3.3.
+        ContextError: no display or no OpenGL 3.3. GlcnnError: `layer` is no layer of the
+            graph.
     """
 
     def __init__(self, graph, source, layer=None, visible=True):
@@ -80,7 +81,7 @@ class Viewer:
         self.layers = [p.op.node.name for p in self.pipe.passes]
         self.layer = layer if layer is not None else self.layers[0]
         if self.layer not in self.layers:
-            raise ContextError(f"no layer {quote(self.layer)}; layers: {', '.join(self.layers)}")
+            raise GlcnnError(f"no layer {quote(self.layer)}; layers: {', '.join(self.layers)}")
         self.mode, self.channel, self.paused, self.diverging = "mosaic", 0, False, False
         self.pending_screenshot = None  # a path to save the next drawn frame as
         self.frame_input = FrameInput(self.pipe)
@@ -306,10 +307,10 @@ class FrameInput:
         """Upload an (H, W, 4) uint8 RGBA frame and pre-process it on the GPU.
 
         Raises:
-            ContextError: a frame of another shape or dtype, naming `source`.
+            ShapeError: a frame of another shape or dtype, naming `source`.
         """
         if frame.ndim != 3 or frame.shape[2] != 4 or frame.dtype != np.uint8:
-            raise ContextError(f"source {source} gave a {frame.dtype} frame of shape "
+            raise ShapeError(f"source {source} gave a {frame.dtype} frame of shape "
                                f"{frame.shape}; expected (H, W, 4) uint8 RGBA")
         h, w = frame.shape[:2]
         if self.frame_tex is None or self.frame_tex.size != (w, h):

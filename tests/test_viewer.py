@@ -199,3 +199,33 @@ def test_every_key_keeps_correct_frames_coming(display, tmp_path):
     after_s = next(f["frame"] for f in frames if f["key"] == "s")  # `s` saves the next frame
     saved = np.asarray(Image.open(tmp_path / f"glcnn-{after_s}.png"))
     assert np.array_equal(saved, np.asarray(Image.open(tmp_path / f"frame-{after_s}.png")))
+
+
+def test_folder_source_reads_every_suffix_glcnn_run_reads(tmp_path):
+    """One table of image suffixes: a .gif that `glcnn run` took was skipped by the viewer."""
+    from glcnn.inputs import IMAGE_SUFFIXES
+    from glcnn.sources import FolderSource
+    pixels = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
+    Image.fromarray(pixels).save(tmp_path / "frame.gif")
+    assert ".gif" in IMAGE_SUFFIXES
+    assert FolderSource(tmp_path).read().shape[:2] == (4, 6)
+
+
+WRONG_LAYER = """
+import sys, glcnn
+from glcnn.sources import SyntheticSource
+from glcnn.viewer import Viewer
+try:
+    Viewer(glcnn.load_graph(sys.argv[1]), SyntheticSource(32, 32), layer="nope",
+           visible=False)
+except glcnn.GlcnnError as exc:
+    print(f"{type(exc).__name__}: {exc}")
+"""
+
+
+def test_unknown_layer_is_not_a_context_error(display):
+    """The viewer raised ContextError for a layer name it does not know: nothing was wrong
+    with the context."""
+    done = subprocess.run([sys.executable, "-c", WRONG_LAYER, str(MODEL)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "DISPLAY": display})
+    assert done.stdout.startswith("GlcnnError: no layer 'nope'"), done.stdout + done.stderr
