@@ -141,6 +141,6 @@ def test_frame_input_refuses_bad_frames(ctx):
     with glcnn.Pipeline(graph, ctx, keep="all") as pipe:
         frames = FrameInput(pipe)
         for bad in (np.zeros((8, 8, 3), np.uint8), np.zeros((8, 8, 4), np.float32)):
-            with pytest.raises(glcnn.ContextError, match=r"camera 0 .*\(H, W, 4\) uint8 RGBA"):
+            with pytest.raises(glcnn.ShapeError, match=r"camera 0 .*\(H, W, 4\) uint8 RGBA"):
                 frames.upload(bad, "camera 0")
         frames.release()
