@@ -8,6 +8,7 @@ for the run, never in the user's.
 import atexit
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -42,3 +43,23 @@ def ctx(_session_ctx):
     yield _session_ctx
     _session_ctx.activate()
     assert gl.error == "GL_NO_ERROR", "test left a GL error"
+
+
+@pytest.fixture(scope="module")
+def display():
+    """An Xvfb display (":N") for tests that open windows; under CI (GLCNN_REQUIRE_GL=1 or CI
+    set, where .ci/run installs xvfb) a missing Xvfb fails instead of skipping."""
+    if shutil.which("Xvfb") is None:
+        if os.environ.get("GLCNN_REQUIRE_GL") == "1" or os.environ.get("CI"):
+            pytest.fail("Xvfb is not installed (apt-get install xvfb)")
+        pytest.skip("Xvfb is not installed: window tests need a virtual display "
+                    "(apt-get install xvfb); under CI this is a failure, not a skip")
+    read, write = os.pipe()
+    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x720x24",
+                             "-nolisten", "tcp"], pass_fds=[write], stderr=subprocess.DEVNULL)
+    os.close(write)
+    number = os.read(read, 16).decode().strip()
+    yield f":{number}"
+    proc.terminate()
+    proc.wait(10)
+    os.close(read)  # only now: Xvfb fails if the pipe closes while it is still writing

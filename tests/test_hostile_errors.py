@@ -8,14 +8,12 @@ CLI must exit 2 with one stderr line.
 """
 
 import json
-import os
-import shutil
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from hostile import case_folder, check_refused, run_case
 
@@ -50,7 +48,6 @@ def node(doc: dict, name: str) -> dict:
 def onnx_model(folder: Path, op="Relu", attrs=None, inputs=(), opset=17, name="model.onnx",
                node_name="n0") -> Path:
     """x (1, 2, 4, 4) -> `op` -> y, with `attrs` and constant extra `inputs` (initializers)."""
-    onnx = pytest.importorskip("onnx")
     h = onnx.helper
     inits = [onnx.numpy_helper.from_array(np.asarray(v), f"k{i}") for i, v in enumerate(inputs)]
     graph = h.make_graph(
@@ -187,23 +184,6 @@ def test_readback_array_is_refused_in_one_line(tmp_path):
     path = native(folder)
     code = f"{api_load(path)}.run(np.zeros((1, 8, 8)), readback=np.array([1, 2]))"
     check_refused(run_case(folder, api=code), "readback")
-
-
-@pytest.fixture(scope="module")
-def display():
-    if shutil.which("Xvfb") is None:
-        if os.environ.get("GLCNN_REQUIRE_GL") == "1" or os.environ.get("CI"):
-            pytest.fail("Xvfb is not installed (apt-get install xvfb)")
-        pytest.skip("Xvfb is not installed: the viewer cases need a virtual display")
-    read, write = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x720x24",
-                             "-nolisten", "tcp"], pass_fds=[write], stderr=subprocess.DEVNULL)
-    os.close(write)
-    number = os.read(read, 16).decode().strip()
-    yield f":{number}"
-    proc.terminate()
-    proc.wait(10)
-    os.close(read)
 
 
 def png_header(width: int, height: int) -> bytes:

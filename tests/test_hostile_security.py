@@ -19,10 +19,11 @@ import os
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 from hostile import CANARY, case_folder, check_bounded, check_refused, run_case
 
-onnx = pytest.importorskip("onnx")
 h, numpy_helper, TensorProto = onnx.helper, onnx.numpy_helper, onnx.TensorProto
 
 W = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
@@ -291,7 +292,6 @@ def outputs(folder: Path, surface: str) -> np.ndarray:
 
 
 def onnxruntime_output(folder: Path) -> np.ndarray:
-    ort = pytest.importorskip("onnxruntime")
     session = ort.InferenceSession(str(folder / "model.onnx"),
                                    providers=["CPUExecutionProvider"])
     return session.run(None, {"x": np.ones((1, 4, 1, 1), np.float32)})[0].reshape(-1)

@@ -6,13 +6,11 @@ would run it. Xvfb comes from .ci/run's apt packages; in CI its absence fails th
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 from PIL import Image
 
 import glcnn
@@ -24,26 +22,6 @@ from glcnn.viewer import GAP, KEYS, PANEL, panel_rect
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "weights" / "autoencoder.npz"
 WINDOW = (4 * PANEL + 5 * GAP, PANEL + 2 * GAP)
-
-
-@pytest.fixture(scope="module")
-def display():
-    if shutil.which("Xvfb") is None:
-        if os.environ.get("GLCNN_REQUIRE_GL") == "1" or os.environ.get("CI"):
-            pytest.fail("Xvfb is not installed (apt-get install xvfb)")
-        # A dev box without Xvfb cannot open the viewer's window; CI (GLCNN_REQUIRE_GL=1,
-        # set by .ci/run, which installs xvfb) fails above instead of skipping.
-        pytest.skip("Xvfb is not installed: the viewer tests need a virtual display "
-                    "(apt-get install xvfb); under CI this is a failure, not a skip")
-    read, write = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x720x24",
-                             "-nolisten", "tcp"], pass_fds=[write], stderr=subprocess.DEVNULL)
-    os.close(write)
-    number = os.read(read, 16).decode().strip()
-    yield f":{number}"
-    proc.terminate()
-    proc.wait(10)
-    os.close(read)  # only now: Xvfb fails if the pipe closes while it is still writing
 
 
 def view(display, tmp_path, *args):
