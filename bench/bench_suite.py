@@ -1,4 +1,5 @@
-"""Benchmark suite: standard CNNs from PyTorch, exported to ONNX, timed by glcnn.bench against
+"""Benchmark suite: standard CNNs from PyTorch, exported to ONNX, timed by
+glcnn.commands.bench against
 onnxruntime and PyTorch on the same machine.
 
     python bench/bench_suite.py [--models NAME,...] [--quick] [--runs 30] [--warmup 5]
@@ -10,7 +11,7 @@ statistics (bench/suite_models.py `seeded`), exported once with torch.onnx.expor
 
 | name | model | input |
 |---|---|---|
-| autoencoder32 | the webcam autoencoder (train/torch_models.py; glcnn.models) | 3×32×32 |
+| autoencoder32 | the webcam autoencoder (train/torch_models.py; glcnn.graph.models) | 3×32×32 |
 | dcgan | the DCGAN tutorial generator, nz 100, ngf 64 (glcnn.models.dcgan_generator) | z 100×1×1 |
 | mobilenet_v2 | MobileNetV2, width 1.0, 1000 classes (torchvision's architecture) | 3×224×224 |
 | fast_style | Johnson et al.'s fast-neural-style transformer, InstanceNorm | 3×256×256 |
@@ -18,10 +19,11 @@ statistics (bench/suite_models.py `seeded`), exported once with torch.onnx.expor
 | autoencoder64 ... autoencoder512 | the autoencoder at 64², 128², 256², 512² (scaling) | 3×S×S |
 
 Inputs: images uniform in [0, 1], the latent standard normal (seed 0). Each model goes through
-`glcnn.bench.bench` with --against onnxruntime and torch: every output is compared with every
+`glcnn.commands.bench.bench` with --against onnxruntime and torch: every output is compared
+with every
 other before anything is timed (a glcnn precision that disagrees is reported, not timed), then
 glcnn with and without readback, its layers, cold and warm load in fresh processes, and both
-references are timed; see glcnn/bench.py for exactly what is measured. A model glcnn or a
+references are timed; see glcnn/commands/bench.py for exactly what is measured. A model glcnn or a
 reference cannot run (e.g. an unsupported op) is reported and the suite goes on.
 
 `--quick` is a smoke run: 3 runs after 1 warm-up, 0.5 s budget, fp32 only, no load times.
@@ -49,8 +51,8 @@ sys.path.insert(0, str(ROOT / "train"))
 from suite_models import MobileNetV2, seeded, transformer_net, unet_128  # noqa: E402
 from torch_models import Autoencoder, DCGANGenerator  # noqa: E402
 
-from glcnn.bench import TOLERANCE, Settings, bench, machine_info, write_json  # noqa: E402
-from glcnn.bench_report import slowest  # noqa: E402
+from glcnn.commands.bench import TOLERANCE, Settings, bench, machine_info, write_json  # noqa: E402
+from glcnn.commands.bench_report import slowest  # noqa: E402
 
 QUICK = Settings(runs=3, warmup=1, budget=0.5, load_times=False)
 AGAINST = ("onnxruntime", "torch")
@@ -100,7 +102,7 @@ def example_input(name: str) -> np.ndarray:
 
 
 def run_case(name: str, args, settings: Settings, ctx) -> dict:
-    """glcnn.bench's report on model `name`, or {"error": ...} if it cannot run."""
+    """glcnn.commands.bench's report on model `name`, or {"error": ...} if it cannot run."""
     try:
         return bench(exported(name, args.cache), example_input(name), args.precisions, AGAINST,
                      settings, ctx, lambda m: note(f"{name}: {m}"), strict=False)

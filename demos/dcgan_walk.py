@@ -15,11 +15,11 @@ import time
 import numpy as np
 
 from glcnn import Pipeline
-from glcnn.display import Display
+from glcnn.graph.passes import optimize
 from glcnn.importers import load_graph
-from glcnn.passes import optimize
 from glcnn.resources import resource_path
-from glcnn.viewer import open_window, read_screen
+from glcnn.viewer.display import Display
+from glcnn.viewer.window import open_window, read_screen
 
 TILE, GRID, STEPS_PER_KEY = 128, 4, 60
 

@@ -18,10 +18,10 @@ import tempfile
 from pathlib import Path
 
 from glcnn import GlcnnError
+from glcnn.graph.passes import optimize
 from glcnn.importers import tfjs
-from glcnn.passes import optimize
-from glcnn.sources import open_source_or_synthetic
-from glcnn.viewer import Viewer
+from glcnn.viewer.sources import open_source_or_synthetic
+from glcnn.viewer.window import Viewer
 
 PACKAGE = "@upscalerjs/default-model@1.0.0"
 

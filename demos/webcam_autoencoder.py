@@ -12,8 +12,8 @@ import sys
 
 from glcnn.importers import load_graph
 from glcnn.resources import resource_path
-from glcnn.sources import open_source_or_synthetic
-from glcnn.viewer import Viewer
+from glcnn.viewer.sources import open_source_or_synthetic
+from glcnn.viewer.window import Viewer
 
 
 def main() -> int:

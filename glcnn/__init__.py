@@ -6,9 +6,6 @@
     t = model.texture("enc1")            # intermediate moderngl.Texture, no readback
 """
 
-from .builder import Builder, load_state_dict
-from .calibration import calibrate
-from .context import Context
 from .errors import (
     ContextError,
     GlcnnError,
@@ -22,12 +19,15 @@ from .errors import (
     UnsupportedOpError,
     WeightError,
 )
-from .graph import Graph, Node
+from .graph import Graph, Node, models
+from .graph.builder import Builder, load_state_dict
 from .importers import load_graph
 from .importers.npz import save
-from .pipeline import Pipeline, Readback
-from .precision import TOLERANCE
-from .prepared import load_optimized
+from .importers.prepared import load_optimized
+from .runtime.calibration import calibrate
+from .runtime.context import Context
+from .runtime.pipeline import Pipeline, Readback
+from .runtime.precision import TOLERANCE
 
 
 def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
@@ -36,7 +36,7 @@ def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
 
     The graph is optimised (BatchNorm folded, activations and residual adds fused) and
     compiled on `ctx`, by default a new headless EGL context. The optimised graph of an
-    .onnx/.npz file is kept in the prepared-model cache (`glcnn.prepared`), so loading the
+    .onnx/.npz file is kept in the prepared-model cache (`glcnn.importers.prepared`), so loading the
     same file again skips importing and optimising it.
 
     Args:
@@ -60,7 +60,7 @@ def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
 __version__ = "0.1.0"
 
 __all__ = [
-    "Builder", "calibrate", "load", "load_graph", "load_state_dict", "save",
+    "Builder", "calibrate", "load", "load_graph", "load_state_dict", "models", "save",
     "Context", "ContextError", "GlcnnError", "Graph", "GraphError", "MismatchError",
     "ModelFileError", "Node", "NothingComparedError", "Pipeline", "Readback",
     "ShaderCompileError", "ShapeError", "TextureSizeError", "TOLERANCE", "UnsupportedOpError",

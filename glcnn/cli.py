@@ -22,7 +22,7 @@ import numpy as np
 from . import debug
 from .errors import GlcnnError, ShapeError
 from .inputs import IMAGE_SUFFIXES, read_image, read_npy
-from .precision import TOLERANCE
+from .runtime.precision import TOLERANCE
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -115,9 +115,9 @@ def _write(path: Path, y: np.ndarray, value_range) -> None:
 
 
 def cmd_run(args) -> None:
-    from .diff import calibrate_if_needed
-    from .pipeline import Pipeline
-    from .prepared import load_optimized
+    from .commands.diff import calibrate_if_needed
+    from .importers.prepared import load_optimized
+    from .runtime.pipeline import Pipeline
     graph = load_optimized(args.model)
     name, shape = next(iter(graph.inputs.items()))
     meta = graph.meta
@@ -136,9 +136,9 @@ def cmd_run(args) -> None:
 
 
 def cmd_info(args) -> None:
+    from .importers.prepared import load_optimized
     from .ops import build_ops
-    from .prepared import load_optimized
-    from .summary import table
+    from .runtime.summary import table
     graph = load_optimized(args.model)
     ops, shapes = build_ops(graph)
     print(f"{args.model}: inputs {graph.inputs} -> outputs "
@@ -147,9 +147,9 @@ def cmd_info(args) -> None:
 
 
 def cmd_view(args) -> None:
-    from .prepared import load_optimized
-    from .sources import open_source
-    from .viewer import Viewer, check_screenshot_path
+    from .importers.prepared import load_optimized
+    from .viewer.sources import open_source
+    from .viewer.window import Viewer, check_screenshot_path
     if args.screenshot:
         check_screenshot_path(args.screenshot)
     graph = load_optimized(args.model)
@@ -180,7 +180,7 @@ def _against(values) -> tuple[str | None, str | None]:
 def cmd_diff(args) -> int:
     """Print the per-layer table; 0 when all layers are within tolerance, 1 when one
     diverged or when nothing was compared (one line on stderr: what was looked for)."""
-    from .diff import NothingComparedError, format_table
+    from .commands.diff import NothingComparedError, format_table
     try:
         report = _diff_report(args)
     except NothingComparedError as exc:
@@ -196,10 +196,10 @@ def cmd_diff(args) -> int:
 
 def _diff_report(args):
     """Run the model keeping every layer and compare each with the reference (a DiffReport)."""
-    from .diff import calibrate_if_needed, diff_pipeline
-    from .diff_refs import check_against
-    from .pipeline import Pipeline
-    from .prepared import load_optimized
+    from .commands.diff import calibrate_if_needed, diff_pipeline
+    from .commands.diff_refs import check_against
+    from .importers.prepared import load_optimized
+    from .runtime.pipeline import Pipeline
     against, folder = _against(args.against)
     against = check_against(against, args.model, folder)
     graph = load_optimized(args.model)
@@ -219,9 +219,9 @@ def _diff_report(args):
 
 
 def cmd_bench(args) -> None:
-    from .bench import Settings, bench, write_json
-    from .bench_refs import parse_against
-    from .bench_report import format_report
+    from .commands.bench import Settings, bench, write_json
+    from .commands.bench_refs import parse_against
+    from .commands.bench_report import format_report
     against = parse_against(args.against)
     if args.input and Path(args.input).suffix.lower() != ".npy":
         raise ShapeError(f"{args.input}: --input takes a .npy array in the model's layout")

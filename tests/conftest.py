@@ -1,7 +1,8 @@
 """Shared fixtures: one headless GL context for the whole run, with GL error checks.
 
 With GLCNN_REQUIRE_GL=1 (set by .ci/run) or CI set, a missing GL context fails every GL test
-instead of skipping it. The prepared-model cache (glcnn.prepared) lives in a temporary folder
+instead of skipping it. The prepared-model cache (glcnn.importers.prepared) lives in a temporary
+folder
 for the run, never in the user's.
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-# The PyTorch twins of glcnn.models (train/torch_models.py) for parity tests.
+# The PyTorch twins of glcnn.graph.models (train/torch_models.py) for parity tests.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
 
 import glcnn

@@ -1,4 +1,4 @@
-"""One way to test an op: run it alone on the GPU and compare with glcnn.reference.
+"""One way to test an op: run it alone on the GPU and compare with glcnn.graph.reference.
 
 Error metric: max |glcnn − reference| / max(1, max |reference|), so tolerances mean
 "relative to the output's scale" and stay meaningful for tiny or huge outputs.
@@ -7,12 +7,11 @@ Error metric: max |glcnn − reference| / max(1, max |reference|), so tolerances
 import numpy as np
 
 import glcnn
-from glcnn import reference
-from glcnn.graph import Graph, Node
+from glcnn.graph import Graph, Node, reference
 from glcnn.layout import Atlas
-from glcnn.precision import TOLERANCE
+from glcnn.runtime.precision import TOLERANCE
 
-# TOLERANCE (glcnn.precision, shared with `glcnn diff`) is the allowed scaled error per
+# TOLERANCE (glcnn.runtime.precision, shared with `glcnn diff`) is the allowed scaled error per
 # storage precision. Measured worst cases (README "Precision modes"; re-measure by printing
 # WORST after a test run), on Mesa llvmpipe over test_conv, test_ops, test_passes and
 # test_torch_parity:

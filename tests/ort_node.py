@@ -1,4 +1,4 @@
-"""Run one ONNX node on onnxruntime: the independent implementation glcnn.reference is
+"""Run one ONNX node on onnxruntime: the independent implementation glcnn.graph.reference is
 checked against (GL-free)."""
 
 import numpy as np

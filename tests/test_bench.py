@@ -1,4 +1,4 @@
-"""`glcnn bench`: timing structure, the torch Graph runner against glcnn.reference, output
+"""`glcnn bench`: timing structure, the torch Graph runner against glcnn.graph.reference, output
 checks against onnxruntime and torch, the CLI and its errors. Speed is measured, never
 asserted."""
 
@@ -14,12 +14,11 @@ from helpers import scaled_error, single_op_graph
 from onnx_models import flatten_gemm, normalise_and_excite
 
 import glcnn
-from glcnn import models, passes, reference
-from glcnn.bench import Settings, bench, measure, time_layers, time_pipeline
-from glcnn.bench_report import format_report
-from glcnn.graph import Graph, Node
-from glcnn.precision import TOLERANCE
-from glcnn.torch_runner import TorchRunner
+from glcnn.commands.bench import Settings, bench, measure, time_layers, time_pipeline
+from glcnn.commands.bench_report import format_report
+from glcnn.commands.torch_runner import TorchRunner
+from glcnn.graph import Graph, Node, models, passes, reference
+from glcnn.runtime.precision import TOLERANCE
 
 # The torch runner computes in float32 (oneDNN kernels), the reference in float64.
 RUNNER_TOLERANCE = 1e-5
@@ -94,7 +93,7 @@ def test_bench_against_onnxruntime_and_torch(ctx, tmp_path, make):
 
 
 def test_disagreeing_outputs_are_never_timed(ctx, tiny_npz, monkeypatch):
-    monkeypatch.setitem(glcnn.bench.TOLERANCE, "fp32", -1.0)  # any difference is too much
+    monkeypatch.setitem(glcnn.commands.bench.TOLERANCE, "fp32", -1.0)  # any difference is too much
     with pytest.raises(glcnn.MismatchError, match="refusing to time a wrong computation"):
         bench(tiny_npz, against=("torch",), settings=QUICK, ctx=ctx, report_progress=quiet)
     report = bench(tiny_npz, precisions=("fp32", "fp16"), against=("torch",), settings=QUICK,
@@ -195,7 +194,7 @@ def test_torch_runner_matches_reference(case):
 
 
 def test_torch_runner_runs_glcnns_multi_pass_forms():
-    """InstanceNorm and Softmax as glcnn.passes.expand_reductions splits them."""
+    """InstanceNorm and Softmax as glcnn.graph.passes.expand_reductions splits them."""
     x = "x0"
     nodes = [Node("InstanceNormalization", "norm", [x], {}, channel_weights(6, "scale", "B")),
              Node("Relu", "relu", ["norm"]), Node("Conv", "wide", ["relu"], {},
@@ -266,7 +265,7 @@ def test_cli_bench_errors_are_one_line_exit_2(case, tiny_npz, tmp_path):
 def test_missing_torch_is_named_with_its_install_command(monkeypatch):
     import importlib.util
 
-    from glcnn.bench_refs import check_against
+    from glcnn.commands.bench_refs import check_against
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(glcnn.GlcnnError, match=r"pip install torch==2\.13\.0"):
         check_against(("torch",), "m.onnx")

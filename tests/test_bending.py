@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import glcnn
-from glcnn import models, reference
-from glcnn.bending import Bender
+from glcnn.graph import models, reference
+from glcnn.viewer.bending import Bender
 
 LAYERS = ["enc1", "enc2", "dec1", "dec2"]
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import glcnn
-from glcnn import models, reference
+from glcnn.graph import models, reference
 
 SHIPPED = Path(__file__).resolve().parents[1] / "weights"
 

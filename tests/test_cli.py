@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 import glcnn
-from glcnn import models, reference
+from glcnn.graph import models, reference
 
 
 def glcnn_cli(*args):

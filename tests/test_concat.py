@@ -1,4 +1,4 @@
-"""Concat on the channel axis: the GPU against glcnn.reference for any channel counts (slices
+"""Concat on the channel axis: the GPU against glcnn.graph.reference for any channel counts (slices
 straddling inputs), the reference against torch.cat, the ALIGNED variant choice, refusals."""
 
 import numpy as np
@@ -7,8 +7,7 @@ import torch
 from helpers import PRECISIONS, check_op
 
 import glcnn
-from glcnn import reference
-from glcnn.graph import Node
+from glcnn.graph import Node, reference
 from glcnn.ops import make_op
 
 # (channel counts of the inputs, H, W, axis)

@@ -1,6 +1,7 @@
 """Any number of pipelines in one process: on the thread's default context, on contexts of
-their own, on a wrapped moderngl context, used in any order (glcnn/context.py "Sharing rule").
-Every result is checked against the numpy reference (glcnn.reference), not against glcnn."""
+their own, on a wrapped moderngl context, used in any order
+(glcnn/runtime/context.py "Sharing rule").
+Every result is checked against the numpy reference (glcnn.graph.reference), not against glcnn."""
 
 import os
 
@@ -10,9 +11,9 @@ import pytest
 from helpers import assert_close
 
 import glcnn
-from glcnn import models
-from glcnn.builder import Builder
-from glcnn.reference import run as reference
+from glcnn.graph import models
+from glcnn.graph.builder import Builder
+from glcnn.graph.reference import run as reference
 from glcnn.resources import shader_text
 
 

@@ -1,4 +1,5 @@
-"""Conv and ConvTranspose against glcnn.reference: hypothesis properties, named cases, errors."""
+"""Conv and ConvTranspose against glcnn.graph.reference: hypothesis properties, named cases,
+errors."""
 
 from dataclasses import dataclass
 
@@ -10,8 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import glcnn
-from glcnn import reference
-from glcnn.graph import Node
+from glcnn.graph import Node, reference
 from glcnn.ops import make_op
 
 
@@ -138,7 +138,8 @@ def test_filters_in_2d_textures_when_no_buffer_is_large_enough(ctx, monkeypatch,
     case = NAMED[index][0]
     graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights(1))
     with glcnn.Pipeline(graph, ctx, strategy=strategy) as pipe:
-        assert isinstance(dict(pipe.passes[0].weights)["u_weights"], glcnn.context.BufferTexture)
+        filters = dict(pipe.passes[0].weights)["u_weights"]
+        assert isinstance(filters, glcnn.runtime.context.BufferTexture)
     _no_buffers(monkeypatch)
     with glcnn.Pipeline(graph, ctx, strategy=strategy) as pipe:
         assert isinstance(dict(pipe.passes[0].weights)["u_weights"], moderngl.Texture)
@@ -192,8 +193,8 @@ def test_which_layers_run_blocked(ctx, case, blocked):
 @pytest.mark.parametrize("shape", [(4, 2), (1, 8), (3, 1), (2, 2)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_other_block_shapes(ctx, monkeypatch, shape):
     """The named cases with other (rows, cols) blocks than the default."""
-    monkeypatch.setattr(glcnn.plan, "BLOCK_SHAPE", shape)
-    monkeypatch.setattr(glcnn.plan, "WIDE_BLOCK_SHAPE", shape)
+    monkeypatch.setattr(glcnn.runtime.plan, "BLOCK_SHAPE", shape)
+    monkeypatch.setattr(glcnn.runtime.plan, "WIDE_BLOCK_SHAPE", shape)
     for case, _ in NAMED:
         check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(2), strategy="blocked")
 
@@ -365,8 +366,8 @@ def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual,
         assert "h" in pipe.blocking and "y" in pipe.blocking
         y = pipe.run(x)
     assert_close(y, reference.run(graph, x)["y"], precision, why)
-    monkeypatch.setattr(glcnn.plan, "IN_PLACE_MAX_TEXELS", -1)
-    monkeypatch.setattr(glcnn.plan, "IN_PLACE_MAX_MACS", -1)
+    monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_MAX_TEXELS", -1)
+    monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_MAX_MACS", -1)
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as copied:
         assert copied.blocked_tensors == {}
         np.testing.assert_array_equal(copied.run(x), y, err_msg=why)

@@ -1,4 +1,4 @@
-"""DepthToSpace (pixel shuffle): the GPU against glcnn.reference, the reference against
+"""DepthToSpace (pixel shuffle): the GPU against glcnn.graph.reference, the reference against
 PyTorch's pixel_shuffle (CRD) and onnxruntime (DCR and CRD), and refusals."""
 
 import numpy as np
@@ -9,8 +9,7 @@ from helpers import PRECISIONS, check_op
 from ort_node import run_node
 
 import glcnn
-from glcnn import reference
-from glcnn.graph import Node
+from glcnn.graph import Node, reference
 from glcnn.ops import make_op
 
 # (mode, blocksize, input shape)

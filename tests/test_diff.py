@@ -14,9 +14,8 @@ from onnx_models import make_model, rand
 from PIL import Image
 
 import glcnn
-from glcnn import cli, models, reference
-from glcnn.bending import write_changed
-from glcnn.diff import (
+from glcnn import cli
+from glcnn.commands.diff import (
     TOLERANCE,
     NothingComparedError,
     compare,
@@ -25,10 +24,11 @@ from glcnn.diff import (
     diff_pipeline,
     format_table,
 )
-from glcnn.diff_png import GAP, HEADER, mosaic, normalise, write_pngs
-from glcnn.diff_refs import onnx_counterparts, onnxruntime_outputs
-from glcnn.graph import Graph, Node
-from glcnn.passes import optimize
+from glcnn.commands.diff_png import GAP, HEADER, mosaic, normalise, write_pngs
+from glcnn.commands.diff_refs import onnx_counterparts, onnxruntime_outputs
+from glcnn.graph import Graph, Node, models, reference
+from glcnn.graph.passes import optimize
+from glcnn.viewer.bending import write_changed
 
 ROOT = Path(__file__).resolve().parents[1]
 AUTOENCODER = ROOT / "weights/autoencoder.npz"
@@ -238,7 +238,7 @@ def test_shape_mismatch_names_the_layer():
 
 
 def test_missing_onnxruntime_is_a_clear_error(monkeypatch, onnx_file):
-    from glcnn.diff_refs import default_against
+    from glcnn.commands.diff_refs import default_against
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     assert default_against(onnx_file) == "numpy"
     graph = optimize(glcnn.load_graph(onnx_file))
@@ -294,7 +294,8 @@ def test_tfjs_folder_matching_no_layer_fails(ctx, tmp_path):
 def test_diff_of_a_pipeline_or_graph_says_what_it_takes(ctx, case):
     graph = models.autoencoder(size=(16, 24))
     with glcnn.Pipeline(graph, ctx, keep="all") as pipe:
-        model, message = {"pipeline": (pipe, "for a compiled Pipeline .*glcnn.diff.diff_pipeline"),
+        model, message = {"pipeline": (pipe, "for a compiled Pipeline .*"
+                                            "glcnn.commands.diff.diff_pipeline"),
                           "graph": (graph, "a model file \\(str or path\\), not Graph")}[case]
         with pytest.raises(glcnn.GlcnnError, match=message):
             diff(model, x_ae(), "numpy")

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import glcnn
-from glcnn.builder import Builder
-from glcnn.display import Display
+from glcnn.graph.builder import Builder
 from glcnn.layout import unpack
+from glcnn.viewer.display import Display
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (3, 7, 5), (13, 9, 33), (64, 16, 16)])

@@ -2,14 +2,15 @@
 
 from pathlib import Path
 
-from glcnn.docs import ops_table, with_ops_table
+from glcnn.commands.docs import ops_table, with_ops_table
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_readme_ops_table_matches_registry():
     text = README.read_text()
-    assert with_ops_table(text) == text, "README ops table is stale: python -m glcnn.docs README.md"
+    assert with_ops_table(text) == text, \
+        "README ops table is stale: python -m glcnn.commands.docs README.md"
     assert ops_table() in text
 
 

@@ -1,5 +1,5 @@
 """Flatten and Reshape to a vector: C order on the GPU, identity cases and their removal by
-`glcnn.passes.drop_identity_reshapes`, reference vs numpy/onnxruntime, and the errors."""
+`glcnn.graph.passes.drop_identity_reshapes`, reference vs numpy/onnxruntime, and the errors."""
 
 import copy
 
@@ -10,8 +10,7 @@ from ort_node import run_node
 from test_passes import _conv, _signature, optimised_matches_original
 
 import glcnn
-from glcnn import passes, reference
-from glcnn.graph import Graph, Node
+from glcnn.graph import Graph, Node, passes, reference
 from glcnn.ops import make_op
 
 SHAPES = [(1, 1, 1), (3, 5, 7), (5, 1, 1), (13, 9, 4), (257, 3, 3), (2, 1, 9)]

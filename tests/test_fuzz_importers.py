@@ -40,8 +40,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import glcnn
+from glcnn.graph.passes import optimize
 from glcnn.importers import IMPORTERS
-from glcnn.passes import optimize
 
 CASE_SECONDS = 10
 CI_EXAMPLES = 60
@@ -177,7 +177,7 @@ def onnx_big_weights_seed() -> bytes:
 
 def npz_seeds() -> list[bytes]:
     """The ONNX seed as a native graph (unoptimised), and an 8×8 autoencoder."""
-    from glcnn import models
+    from glcnn.graph import models
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         (folder / "seed.onnx").write_bytes(onnx_seed())

@@ -12,8 +12,7 @@ from ort_node import run_node
 from test_passes import _signature, optimised_matches_original
 
 import glcnn
-from glcnn import passes, reference
-from glcnn.graph import Graph, Node
+from glcnn.graph import Graph, Node, passes, reference
 from glcnn.layout import matrix_grid, pack_matrix
 from glcnn.ops import make_op
 

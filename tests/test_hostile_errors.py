@@ -17,7 +17,7 @@ import onnx
 import pytest
 from hostile import case_folder, check_refused, run_case
 
-from glcnn.builder import Builder
+from glcnn.graph.builder import Builder
 from glcnn.importers.npz import document
 
 ESCAPES = "\x1b[2J\x1b[31mred\nsecond line\rthird"  # clears and recolours a terminal

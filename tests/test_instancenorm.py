@@ -1,4 +1,4 @@
-"""InstanceNormalization: the one-pass op, its expansion by `glcnn.passes.expand_reductions`,
+"""InstanceNormalization: the one-pass op, its expansion by `glcnn.graph.passes.expand_reductions`,
 the large-mean / small-variance case, a Conv → InstanceNorm → Relu chain, and the errors."""
 
 import copy
@@ -13,8 +13,7 @@ from ort_node import run_node
 from test_passes import _conv, _signature, optimised_matches_original
 
 import glcnn
-from glcnn import passes, reference
-from glcnn.graph import Graph, Node
+from glcnn.graph import Graph, Node, passes, reference
 from glcnn.ops import make_op
 
 SHAPES = [(1, 1, 1), (3, 5, 7), (5, 1, 1), (13, 9, 4), (257, 3, 3), (1, 11, 3), (3, 64, 64)]
@@ -142,7 +141,7 @@ def test_large_plane_needs_optimize(ctx, tmp_path):
     before = census()
     with pytest.raises(glcnn.UnsupportedOpError,
                        match=r"layer 'norm' \(InstanceNormalization\): a 128×96 plane .*"
-                             r"glcnn\.passes\.optimize"):
+                             r"glcnn\.graph\.passes\.optimize"):
         glcnn.Pipeline(graph, ctx)
     assert census() == before, "refusing the graph left GL objects behind"
     # glcnn.load optimises, so a saved model runs.

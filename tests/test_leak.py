@@ -4,7 +4,7 @@ import numpy as np
 from gl_census import census
 
 import glcnn
-from glcnn import models
+from glcnn.graph import models
 
 
 def test_thousand_runs_allocate_nothing(ctx):

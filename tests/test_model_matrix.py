@@ -4,7 +4,7 @@
 Run on every driver of CI's matrix (llvmpipe, softpipe, the reduced-limits run): a result that
 is right on one Mesa driver and wrong on another is a glcnn bug (DESIGN.md 6). The inputs are
 large enough that the blocked convs' input atlases pass 32768 RGBA32F texels, where softpipe's
-buffer textures wrap (glcnn.context.Context.buffer_fits).
+buffer textures wrap (glcnn.runtime.context.Context.buffer_fits).
 """
 
 import numpy as np

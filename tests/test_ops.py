@@ -1,4 +1,4 @@
-"""Every registered op other than the convolutions, against glcnn.reference."""
+"""Every registered op other than the convolutions, against glcnn.graph.reference."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Pad: the GPU against glcnn.reference, the reference against PyTorch's F.pad and
+"""Pad: the GPU against glcnn.graph.reference, the reference against PyTorch's F.pad and
 onnxruntime (negative pads included), and the attribute values glcnn refuses."""
 
 import numpy as np
@@ -9,8 +9,7 @@ from helpers import PRECISIONS, check_op
 from ort_node import run_node
 
 import glcnn
-from glcnn import reference
-from glcnn.graph import Node
+from glcnn.graph import Node, reference
 from glcnn.ops import make_op
 
 

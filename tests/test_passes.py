@@ -11,8 +11,7 @@ import pytest
 from helpers import PRECISIONS, assert_close, storable
 
 import glcnn
-from glcnn import passes, reference
-from glcnn.graph import Graph, Node
+from glcnn.graph import Graph, Node, passes, reference
 
 RNG_SEED = 7
 

@@ -6,11 +6,11 @@ from gl_census import census
 from helpers import assert_close, atlas_texels, storable
 
 import glcnn
-from glcnn import reference
-from glcnn.builder import Builder
-from glcnn.context import excerpt
+from glcnn.graph import reference
+from glcnn.graph.builder import Builder
 from glcnn.layout import Atlas
 from glcnn.resources import resource_path
+from glcnn.runtime.context import excerpt
 
 
 def _chain(depth=4, c=8, size=6):
@@ -264,7 +264,7 @@ def test_no_texture_side_is_a_power_of_two(ctx, precision, strategy):
         textures += [t for p in pipe.passes for _, t in p.weights]
         assert any(_is_pow2(n) for s in pipe.shapes.values() for n in Atlas.of(s).size)
         for tex in textures:
-            if isinstance(tex, glcnn.context.BufferTexture):  # filters: a 1D length
+            if isinstance(tex, glcnn.runtime.context.BufferTexture):  # filters: a 1D length
                 assert not _is_pow2(tex.texels), tex.texels
             else:
                 assert not _is_pow2(tex.width) and not _is_pow2(tex.height), tex.size

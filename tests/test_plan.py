@@ -1,14 +1,14 @@
-"""glcnn.plan without GL: a stand-in for the context's limits is all a Plan reads."""
+"""glcnn.runtime.plan without GL: a stand-in for the context's limits is all a Plan reads."""
 
 from types import SimpleNamespace
 
 import pytest
 
-from glcnn.builder import Builder
 from glcnn.errors import TextureSizeError
+from glcnn.graph.builder import Builder
 from glcnn.layout import Atlas
 from glcnn.ops import build_ops
-from glcnn.plan import BLOCK_SHAPE, Plan
+from glcnn.runtime.plan import BLOCK_SHAPE, Plan
 
 
 def _limits(max_texture_size=16384, max_buffer_texels=1 << 20):

@@ -1,4 +1,4 @@
-"""MaxPool and AveragePool: the GPU against glcnn.reference, the reference against PyTorch and
+"""MaxPool and AveragePool: the GPU against glcnn.graph.reference, the reference against PyTorch and
 onnxruntime (ceil_mode and count_include_pad are where implementations go wrong), properties,
 and the attribute values glcnn refuses."""
 
@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 from ort_node import run_node
 
 import glcnn
-from glcnn import reference
-from glcnn.graph import Node
+from glcnn.graph import Node, reference
 from glcnn.ops import make_op
 
 

@@ -1,16 +1,16 @@
 """Storage precisions end to end: u8 range scaling (calibration, no clamping), fp16, fp32.
 
-Each precision is held to glcnn.precision.TOLERANCE against the float64 reference.
+Each precision is held to glcnn.runtime.precision.TOLERANCE against the float64 reference.
 """
 
 import numpy as np
 import pytest
 
 import glcnn
-from glcnn import models, reference
-from glcnn.builder import Builder
-from glcnn.passes import optimize
-from glcnn.precision import TOLERANCE
+from glcnn.graph import models, reference
+from glcnn.graph.builder import Builder
+from glcnn.graph.passes import optimize
+from glcnn.runtime.precision import TOLERANCE
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,5 @@
-"""The prepared-model cache (glcnn.prepared): a cached load gives the graph an uncached load
+"""The prepared-model cache (glcnn.importers.prepared): a cached load gives the graph an
+uncached load
 gives (structure and every weight bit), runs to the same outputs, and is never used for a
 file that changed; broken or unwritable caches fall back to importing the file."""
 
@@ -15,9 +16,10 @@ from helpers import assert_close
 from onnx_models import conv_bn_relu, rand
 
 import glcnn
-from glcnn import prepared, reference
-from glcnn.models import autoencoder
-from glcnn.passes import optimize
+from glcnn.graph import reference
+from glcnn.graph.models import autoencoder
+from glcnn.graph.passes import optimize
+from glcnn.importers import prepared
 
 
 @pytest.fixture

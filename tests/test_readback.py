@@ -1,13 +1,13 @@
 """Getting results out: numpy readback, asynchronous readback through pixel buffer objects,
-and the output texture itself (no CPU round trip), against glcnn.reference."""
+and the output texture itself (no CPU round trip), against glcnn.graph.reference."""
 
 import numpy as np
 import pytest
 from gl_census import census
 
 import glcnn
-from glcnn import reference
-from glcnn.builder import Builder
+from glcnn.graph import reference
+from glcnn.graph.builder import Builder
 from glcnn.layout import unpack
 
 

@@ -21,7 +21,7 @@ from onnx import helper
 from onnx_models import make_model, rand
 
 import glcnn
-from glcnn import reference
+from glcnn.graph import reference
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

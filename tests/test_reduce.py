@@ -1,6 +1,6 @@
 """GlobalAveragePool, GlobalMaxPool, ReduceMean, ReduceMax and InstanceNormalization's
 internal statistics ops: GPU vs reference, reference vs PyTorch and onnxruntime, the
-W-then-H split of `glcnn.passes.expand_reductions`, and the errors."""
+W-then-H split of `glcnn.graph.passes.expand_reductions`, and the errors."""
 
 import numpy as np
 import pytest
@@ -11,8 +11,7 @@ from ort_node import run_node
 from test_passes import _signature, optimised_matches_original
 
 import glcnn
-from glcnn import reference
-from glcnn.graph import Graph, Node
+from glcnn.graph import Graph, Node, reference
 from glcnn.ops import make_op
 
 SHAPES = [(1, 1, 1), (3, 5, 7), (5, 1, 1), (13, 9, 4), (257, 3, 3), (4, 1, 9)]

@@ -1,4 +1,4 @@
-"""Resize and Upsample: the GPU against glcnn.reference, the reference against PyTorch's
+"""Resize and Upsample: the GPU against glcnn.graph.reference, the reference against PyTorch's
 F.interpolate and onnxruntime for every coordinate mode, exact ties, refused attributes."""
 
 import numpy as np
@@ -9,8 +9,7 @@ from helpers import PRECISIONS, check_op, single_op_graph
 from ort_node import run_node
 
 import glcnn
-from glcnn import reference
-from glcnn.graph import Node
+from glcnn.graph import Node, reference
 from glcnn.ops import make_op
 
 # (attrs, input shape, id)

@@ -6,7 +6,7 @@ import numpy as np
 from PIL import Image
 
 import glcnn
-from glcnn import reference
+from glcnn.graph import reference
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,9 +1,9 @@
 """Soak: the viewer's per-frame GPU path, headless, for SOAK_FRAMES frames.
 
 Each frame does what `glcnn view` does without its window: a synthetic source frame goes up
-through the pixel buffer and the preprocess pass (glcnn.viewer.FrameInput), the shipped
+through the pixel buffer and the preprocess pass (glcnn.viewer.window.FrameInput), the shipped
 autoencoder runs (Pipeline.execute), and the four panels (input, output, the enc1 mosaic,
-its filters) are min/max-reduced and drawn by glcnn.display.Display into an offscreen
+its filters) are min/max-reduced and drawn by glcnn.viewer.display.Display into an offscreen
 framebuffer; then the GL queue is drained (ctx.finish, as the viewer's model timing does).
 
 After WARMUP frames, the driver's count of GL objects and texture bytes (gl_census) must
@@ -27,11 +27,11 @@ import pytest
 from gl_census import census
 
 import glcnn
-from glcnn import reference
-from glcnn.display import Display
-from glcnn.passes import optimize
-from glcnn.sources import SyntheticSource
-from glcnn.viewer import FrameInput
+from glcnn.graph import reference
+from glcnn.graph.passes import optimize
+from glcnn.viewer.display import Display
+from glcnn.viewer.sources import SyntheticSource
+from glcnn.viewer.window import FrameInput
 
 MODEL = Path(__file__).resolve().parents[1] / "weights" / "autoencoder.npz"
 SOAK_FRAMES = int(os.environ.get("GLCNN_SOAK_FRAMES", "10000"))

@@ -1,5 +1,5 @@
 """Softmax over channels: GPU vs reference (vectors and images, large logits), its two-pass
-form from `glcnn.passes.expand_reductions`, reference vs PyTorch and onnxruntime, and the
+form from `glcnn.graph.passes.expand_reductions`, reference vs PyTorch and onnxruntime, and the
 axes it refuses."""
 
 import copy
@@ -13,8 +13,7 @@ from ort_node import run_node
 from test_passes import _signature, optimised_matches_original
 
 import glcnn
-from glcnn import passes, reference
-from glcnn.graph import Graph, Node
+from glcnn.graph import Graph, Node, passes, reference
 from glcnn.layout import pack
 from glcnn.ops import make_op
 

@@ -25,10 +25,10 @@ from tfjs_cases import (
 )
 
 import glcnn
+from glcnn.graph.passes import optimize
 from glcnn.importers import IMPORTERS, tfjs
 from glcnn.importers.tfjs_weights import read_weights
 from glcnn.ops import build_ops
-from glcnn.passes import optimize
 
 # max |glcnn − TF.js| / max |TF.js| allowed for whole models in fp32 (the bound).
 # Measured on Mesa llvmpipe: ≤ 4.1e-7 on the fixtures, 6.9e-7 on the upscaler.

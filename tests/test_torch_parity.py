@@ -11,7 +11,7 @@ from torch import nn
 from torch_models import Autoencoder, DCGANGenerator
 
 import glcnn
-from glcnn import models
+from glcnn.graph import models
 
 REPO = Path(__file__).resolve().parents[1]
 

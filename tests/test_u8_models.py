@@ -25,8 +25,8 @@ from onnx_torch_models import (
 from torch_models import Autoencoder
 
 import glcnn
-from glcnn.passes import optimize
-from glcnn.precision import float_tensors
+from glcnn.graph.passes import optimize
+from glcnn.runtime.precision import float_tensors
 
 # Relative max error max |glcnn − onnxruntime| / max |onnxruntime| allowed for a u8 model.
 # Measured on Mesa llvmpipe (the ids below): fast_style 4.0e-2 (1.2e-1 with every tensor in
@@ -155,7 +155,7 @@ def test_summary_of_a_u8_pipeline(ctx):
     """summary() of a u8 pipeline raised KeyError('u8'): its table knew fp32 and fp16 only.
     enc1's output (64, 4, 6) is 16 slices in a 4x4 grid of 6x4 tiles: 384 texels, so its row
     holds 384 * 4 * (4 - 1) bytes = 4.5 KiB less at one byte a channel than at fp32."""
-    from glcnn import models
+    from glcnn.graph import models
     graph = models.autoencoder((8, 12))
     glcnn.calibrate(graph, [np.random.default_rng(0).random((3, 8, 12), np.float32)], ctx)
     rows = {}

@@ -14,10 +14,10 @@ import numpy as np
 from PIL import Image
 
 import glcnn
-from glcnn import reference
-from glcnn.display import mosaic_grid
-from glcnn.sources import SyntheticSource
-from glcnn.viewer import GAP, KEYS, PANEL, panel_rect
+from glcnn.graph import reference
+from glcnn.viewer.display import mosaic_grid
+from glcnn.viewer.sources import SyntheticSource
+from glcnn.viewer.window import GAP, KEYS, PANEL, panel_rect
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "weights" / "autoencoder.npz"
@@ -182,7 +182,7 @@ def test_every_key_keeps_correct_frames_coming(display, tmp_path):
 def test_folder_source_reads_every_suffix_glcnn_run_reads(tmp_path):
     """One table of image suffixes: a .gif that `glcnn run` took was skipped by the viewer."""
     from glcnn.inputs import IMAGE_SUFFIXES
-    from glcnn.sources import FolderSource
+    from glcnn.viewer.sources import FolderSource
     pixels = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
     Image.fromarray(pixels).save(tmp_path / "frame.gif")
     assert ".gif" in IMAGE_SUFFIXES
@@ -191,8 +191,8 @@ def test_folder_source_reads_every_suffix_glcnn_run_reads(tmp_path):
 
 WRONG_LAYER = """
 import sys, glcnn
-from glcnn.sources import SyntheticSource
-from glcnn.viewer import Viewer
+from glcnn.viewer.sources import SyntheticSource
+from glcnn.viewer.window import Viewer
 try:
     Viewer(glcnn.load_graph(sys.argv[1]), SyntheticSource(32, 32), layer="nope",
            visible=False)

@@ -1,4 +1,5 @@
-"""Drive the live viewer through every binding of glcnn.viewer.KEYS, for tests/test_viewer.py.
+"""Drive the live viewer through every binding of glcnn.viewer.window.KEYS, for
+tests/test_viewer.py.
 
     python tests/viewer_keys.py OUT_DIR        (under a display, e.g. Xvfb)
 
@@ -9,7 +10,7 @@ code found from the key's name, as a keyboard would send it; then Viewer.run ren
 FRAMES_PER_KEY frames, each saved in OUT_DIR for the test to compare with numpy:
 
     frame-<n>.png   the window (Viewer.run's screenshot of frame n)
-    frame-<n>.npz   x (that frame's input) and, from glcnn.reference with the weights as
+    frame-<n>.npz   x (that frame's input) and, from glcnn.graph.reference with the weights as
                     edited so far, y (the model output) and act (the shown layer)
     frames.json     per frame: the key pressed before it, layer, mode, diverging, paused
                     and a digest of the graph's weights (which bending edits)
@@ -28,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from glcnn import reference
-from glcnn.prepared import load_optimized
-from glcnn.sources import SyntheticSource
-from glcnn.viewer import KEYS, Viewer, key_name
+from glcnn.graph import reference
+from glcnn.importers.prepared import load_optimized
+from glcnn.viewer.sources import SyntheticSource
+from glcnn.viewer.window import KEYS, Viewer, key_name
 
 MODEL = Path(__file__).resolve().parents[1] / "weights" / "autoencoder.npz"
 FRAMES_PER_KEY = 2

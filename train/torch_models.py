@@ -1,4 +1,4 @@
-"""The PyTorch twins of glcnn.models, with the same state_dict names (torch only).
+"""The PyTorch twins of glcnn.graph.models, with the same state_dict names (torch only).
 
 One home for the training scripts, the parity tests and the benchmark.
 """
@@ -9,7 +9,7 @@ from torch import nn
 
 
 class Autoencoder(nn.Module):
-    """glcnn.models.autoencoder: 3 -> 64 -> 256 channels at 1/4 resolution and back to 3."""
+    """glcnn.graph.models.autoencoder: 3 -> 64 -> 256 channels at 1/4 resolution and back to 3."""
 
     def __init__(self):
         super().__init__()
@@ -27,7 +27,7 @@ class Autoencoder(nn.Module):
 
 class DCGANGenerator(nn.Module):
     """The PyTorch DCGAN tutorial generator; module names main.0 ... main.13 as in
-    glcnn.models.dcgan_generator."""
+    glcnn.graph.models.dcgan_generator."""
 
     def __init__(self, nz=100, ngf=64, nc=3):
         super().__init__()

@@ -90,7 +90,7 @@ def save_demo_images(img, out_dir):
 def export(model, out, size=(96, 128)):
     """Save as a glcnn model file (graph + weights) sized for the 128x96 demo image."""
     import glcnn
-    from glcnn import models
+    from glcnn.graph import models
 
     state = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in model.state_dict().items()}
     glcnn.save(models.autoencoder(size=size, weights=state), out)

@@ -17,7 +17,7 @@ generator is an exponential moving average of G's weights (decay 0.995) whose Ba
 statistics are recomputed at the end.
 
 At the end the script exports that generator (eval mode, BatchNorm running statistics) with
-``glcnn.save(glcnn.models.dcgan_generator(nz=32, ngf=16, weights=..., fuse=False), out)``,
+``glcnn.save(glcnn.graph.models.dcgan_generator(nz=32, ngf=16, weights=..., fuse=False), out)``,
 writes a 4x4 grid of samples to ``demos/data/dcgan_samples.png``, prints simple statistics
 comparing generated, real and random-noise images, and checks the exported file against the
 torch generator with glcnn's numpy reference evaluator (no GPU needed).
@@ -217,7 +217,7 @@ def save_grid(G, nz, path, seed=0, rows=4):
 def export(G, nz, ngf, out):
     """Save the generator (eval mode) as a glcnn model file; returns the numpy state dict."""
     import glcnn
-    from glcnn import models
+    from glcnn.graph import models
 
     # main.N.weight, main.N.running_mean, ...; glcnn ignores num_batches_tracked anyway
     state = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in G.state_dict().items()
@@ -230,7 +230,7 @@ def export(G, nz, ngf, out):
 def verify_export(G, nz, out, count=4, seed=99):
     """Compare glcnn's float64 reference evaluation of the saved file with torch (eval)."""
     import glcnn
-    import glcnn.reference
+    import glcnn.graph.reference
 
     graph = glcnn.load_graph(out)
     z = torch.randn(count, nz, 1, 1, generator=torch.Generator().manual_seed(seed))
@@ -238,7 +238,7 @@ def verify_export(G, nz, out, count=4, seed=99):
         want = G(z).double().numpy()
     worst = 0.0
     for i in range(count):
-        got = glcnn.reference.run(graph, {"z": z[i].numpy()})[graph.outputs[0]]
+        got = glcnn.graph.reference.run(graph, {"z": z[i].numpy()})[graph.outputs[0]]
         assert got.shape == want[i].shape, (got.shape, want[i].shape)
         worst = max(worst, float(np.abs(got - want[i]).max()))
     print(f"glcnn reference vs torch (eval) on {count} z: output {tuple(got.shape)}, "

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GlcnnError, ModelFileError, WeightError, quote
-from ..graph import Graph, Node
+from ..graph.graph import Graph, Node
 from ..limits import memory_budget, mib
 from ..ops import build_ops
 from ..ops.base import remember_finite
@@ -60,7 +60,7 @@ def load(path) -> Graph:
         if GRAPH_KEY not in headers:
             raise ModelFileError(f"{path}: holds weights only (keys {sorted(headers)[:4]}...), "
                                  "no glcnn graph; build the architecture (glcnn.Builder or "
-                                 "glcnn.models) and pass these weights to it")
+                                 "glcnn.graph.models) and pass these weights to it")
         graphs.append(_checked_graph(read(GRAPH_KEY), headers, path))
     arrays = read_members(path, check)
     arrays.pop(GRAPH_KEY)

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GlcnnError, ModelFileError, UnsupportedOpError, quote
-from ..graph import OP_TYPE, Graph, Node, float32
+from ..graph.graph import OP_TYPE, Graph, Node, float32
 from ..limits import memory_budget, mib
 from . import (  # noqa: F401 (onnx_spatial registers converters)
     onnx_external,

@@ -12,7 +12,7 @@ Axes are given to glcnn ops in NCHW terms, so a (1, F) tensor's axis 1 is the ch
 import numpy as np
 
 from ..errors import UnsupportedOpError, quote
-from ..graph import float32
+from ..graph.graph import float32
 from .onnx_fold import attributes
 
 CONVERTERS: dict[str, tuple] = {}

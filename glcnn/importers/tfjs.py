@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GlcnnError, ModelFileError, ShapeError, UnsupportedOpError, WeightError, quote
-from ..graph import Graph, Node, float32
+from ..graph.graph import Graph, Node, float32
 from ..limits import check_atlas
 from ..ops import make_op
 from .tfjs_tensor import PERMUTATION_GEMM_MAX, Tensor  # noqa: F401 (importers' names)

@@ -12,7 +12,7 @@ TF.js name it. A Functional ("Model") config lists layers with `inbound_nodes`
 from dataclasses import dataclass
 
 from ..errors import ModelFileError, UnsupportedOpError, quote
-from ..graph import OP_TYPE
+from ..graph.graph import OP_TYPE
 
 
 @dataclass

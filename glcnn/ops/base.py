@@ -1,7 +1,7 @@
 """The op contract: what each op declares so the pipeline can run it as one shader pass.
 
 An op never touches GL. It declares its `.glsl` file, output shape, `#define`s, weight
-textures (numpy arrays already laid out for upload) and uniforms; `glcnn.pipeline` does
+textures (numpy arrays already laid out for upload) and uniforms; `glcnn.runtime.pipeline` does
 the rest. Ops register under their ONNX op type with `@register("Conv")`.
 """
 
@@ -12,7 +12,7 @@ import weakref
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError, WeightError, quote
-from ..graph import FLOAT32_MAX, Node, float32
+from ..graph.graph import FLOAT32_MAX, Node, float32
 from ..layout import pack_channels
 
 REGISTRY: dict[str, type["Op"]] = {}
@@ -256,7 +256,7 @@ _FINITE: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 def remember_finite(w: np.ndarray) -> None:
     """Record read-only `w` as found finite without scanning it: the weights of a prepared-model
-    cache entry, scanned before the entry was written (glcnn.prepared)."""
+    cache entry, scanned before the entry was written (glcnn.importers.prepared)."""
     if not w.flags.writeable:
         _FINITE[id(w)] = w
 

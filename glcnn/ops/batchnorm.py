@@ -6,7 +6,7 @@
 
 Weights (all (C,)): scale (γ), B (β), mean, var. Runs as y = x·a + b with
 a = scale / sqrt(var + ε), b = B − mean·a precomputed in float64. After a Conv or
-ConvTranspose the pass `glcnn.passes.fold_batchnorm` removes it entirely.
+ConvTranspose the pass `glcnn.graph.passes.fold_batchnorm` removes it entirely.
 """
 
 import numpy as np

@@ -30,8 +30,8 @@ from ..errors import UnsupportedOpError, WeightError, quote
 from ..layout import channels_shape, filters_shape, pack_channels, pack_filters
 from .base import ACTIVATION_DEFAULTS, Op, conv_output_size, register
 
-# Activations a conv applies to its input as it fetches it (glcnn.passes.fuse_input_activations;
-# both map 0 to 0, so padding taps need no care).
+# Activations a conv applies to its input as it fetches it
+# (glcnn.graph.passes.fuse_input_activations; both map 0 to 0, so padding taps need no care).
 INPUT_ACTIVATIONS = ("Relu", "LeakyRelu")
 
 BLOCK_MIN_WORK = 16  # multiply-adds per output value below which a conv is not blocked

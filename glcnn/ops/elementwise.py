@@ -7,7 +7,7 @@
 | tensor ⊕ constant             | weight B of shape (), (1,), (C,), (C,1,1), (1,C,1,1) |
 
 Weights: B (optional, as above). An Add whose other input is a Conv's only consumer is
-fused into that conv by `glcnn.passes.fuse_residual_add` and never runs as its own pass.
+fused into that conv by `glcnn.graph.passes.fuse_residual_add` and never runs as its own pass.
 """
 
 import numpy as np

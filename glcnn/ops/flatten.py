@@ -7,7 +7,7 @@ y[c·H·W + h·W + w] = x[c, h, w]. glcnn stores an (N, F) matrix (batch 1) as (
 | Reshape | shape     | a vector: (1, F), (F,), (1, F, 1, 1) with 0 (copy the input's    |
 |         |           | dim, allowzero=0) and one -1 (inferred); or the input's own shape |
 
-No weights. When H = W = 1 the result is the input itself; `glcnn.passes` then drops the
+No weights. When H = W = 1 the result is the input itself; `glcnn.graph.passes` then drops the
 node where it can (see `drop_identity_reshapes`), otherwise it runs as a copy pass.
 """
 

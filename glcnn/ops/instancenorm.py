@@ -14,8 +14,8 @@ the values are close, as with a large mean and a small spread), μ' = mean(d), t
 Two ways to run it:
 - as is (an un-optimised graph): one pass in which every texel computes its channel's
   statistics itself, 2·H·W fetches per texel. Allowed up to H·W = ONE_PASS_MAX_POSITIONS;
-  larger planes raise UnsupportedOpError asking for `glcnn.passes.optimize`.
-- after `glcnn.passes.expand_reductions` (run by `optimize` and so by `glcnn.load`):
+  larger planes raise UnsupportedOpError asking for `glcnn.graph.passes.optimize`.
+- after `glcnn.graph.passes.expand_reductions` (run by `optimize` and so by `glcnn.load`):
   InstanceNormMean(x) → μ', InstanceNormVariance(x, μ') → σ² (see glcnn/ops/reduce.py,
   each split into a W and an H pass on large planes), then InstanceNormApply(x, μ', σ²),
   which takes the same attributes and weights and can carry a fused activation.
@@ -56,8 +56,9 @@ class InstanceNormalization(Op):
         _, h, w = self.in_shapes[0]
         if h * w > ONE_PASS_MAX_POSITIONS:
             self.fail(f"a {h}×{w} plane ({h * w} positions) is too large to normalise in one "
-                      f"pass (limit {ONE_PASS_MAX_POSITIONS}); run glcnn.passes.optimize(graph) "
-                      "first (glcnn.load does) to split it into reduction passes",
+                      f"pass (limit {ONE_PASS_MAX_POSITIONS}); run "
+                      "glcnn.graph.passes.optimize(graph) first (glcnn.load does) to split it into "
+                      "reduction passes",
                       UnsupportedOpError)
 
     def textures(self):

@@ -15,7 +15,7 @@
 |           |          | [3] → (C, H, 1), [2] → (C, 1, W); never N or C                 |
 | keepdims  | 1        | 0 only over both axes: ONNX's (1, C) is glcnn's vector (C,1,1) |
 
-No weights. The last two are glcnn-internal: `glcnn.passes.expand_reductions` makes them
+No weights. The last two are glcnn-internal: `glcnn.graph.passes.expand_reductions` makes them
 from InstanceNormalization. Their shift by the channel's first value keeps float32 sums
 accurate when the mean is large and the spread small (x − x[c, 0, 0] is then exact).
 

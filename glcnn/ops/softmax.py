@@ -11,7 +11,7 @@ a (N, C) matrix as (C, 1, 1), so an importer maps an (N, C) softmax to axis 1 or
 No weights.
 
 As one pass, each output texel reads its pixel's C channels twice (for M, then S): the
-cost grows as C². For many classes `glcnn.passes.expand_reductions` splits it into
+cost grows as C². For many classes `glcnn.graph.passes.expand_reductions` splits it into
 SoftmaxStats(x) → (2, H, W) holding (M, S), then SoftmaxApply(x, stats) (both internal).
 M is one of the input values, so storing it loses nothing in fp32 or fp16.
 """

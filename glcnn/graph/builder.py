@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import WeightError, quote
+from ..errors import WeightError, quote
+from ..ops import make_op
 from .graph import Graph, Node, float32
-from .ops import make_op
 
 # PyTorch state_dict suffix -> glcnn (ONNX) weight name, per op type.
 TORCH_NAMES = {
@@ -187,7 +187,7 @@ def _read_npz(path, nodes: dict, strict: bool) -> dict:
         WeightError: naming the file, the member and both shapes (or the layers, for a
             member of no layer when `strict`).
     """
-    from .importers.npz import read_state_dict
+    from ..importers.npz import read_state_dict
 
     def check(headers):
         for key, (shape, _) in headers.items():

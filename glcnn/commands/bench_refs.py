@@ -3,9 +3,9 @@
 - "onnxruntime": an `InferenceSession` on the same `.onnx` file (CPU execution provider,
   intra_op_num_threads = cores, onnxruntime's default graph optimisations).
 - "torch": PyTorch on the CPU running the model's glcnn Graph with torch.nn.functional
-  (`glcnn.torch_runner`), set_num_threads(cores), inference mode. It runs the graph as
+  (`glcnn.commands.torch_runner`), set_num_threads(cores), inference mode. It runs the graph as
   imported with BatchNorm folded and activations and residual adds fused (as
-  `glcnn.passes.optimize` does), but not split into glcnn's multi-pass reductions.
+  `glcnn.graph.passes.optimize` does), but not split into glcnn's multi-pass reductions.
 
 Neither runs glcnn's shaders, so each is an independent check of glcnn's output. torch and
 onnxruntime are imported only when asked for.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError, MismatchError, quote
-from .inputs import checked_input
+from ..errors import GlcnnError, MismatchError, quote
+from ..inputs import checked_input
 
 AGAINST = ("onnxruntime", "torch")
 
@@ -109,8 +109,8 @@ def _onnxruntime(model, graph, inputs, shapes, threads) -> Reference:
 def torch_graph(model):
     """The graph torch runs: `model` as imported, with BatchNorm folded and activations and
     residual adds fused, but reductions not split into glcnn's multi-pass form."""
-    from . import passes
-    from .importers import load_graph
+    from ..graph import passes
+    from ..importers import load_graph
     graph = passes.drop_identity_reshapes(load_graph(model))
     return passes.fuse_activations(passes.fuse_residual_add(passes.fold_batchnorm(graph)))
 

@@ -1,7 +1,7 @@
 """Show textures in a window without reading them back: GPU min/max, then one draw per panel.
 
 `Display` owns its program and, per shown tensor, two small min/max textures allocated
-once (glcnn.stats). Each frame, `draw()` reduces the tensor's per-channel min/max on the
+once (glcnn.runtime.stats). Each frame, `draw()` reduces the tensor's per-channel min/max on the
 GPU (shaders/minmax.glsl, rows then columns) and draws it into a rectangle of the bound
 framebuffer with shaders/display.glsl, which maps values to colours.
 """
@@ -10,8 +10,8 @@ import math
 
 import moderngl
 
-from .layout import Atlas
-from .stats import ChannelMinMax
+from ..layout import Atlas
+from ..runtime.stats import ChannelMinMax
 
 MODES = {"image": 0, "mosaic": 1, "channel": 2, "filters": 3}
 

@@ -2,7 +2,7 @@
 
 Panels, left to right: input | output | one layer's activations (all channels as a
 mosaic, or one channel enlarged) | that layer's filters. The model runs in the window's
-own GL context; every panel is drawn from textures by glcnn.display.
+own GL context; every panel is drawn from textures by glcnn.viewer.display.
 
 Keys: the KEYS table below (printed by `h`).
 """
@@ -14,12 +14,12 @@ from pathlib import Path
 import moderngl
 import numpy as np
 
+from ..errors import ContextError, GlcnnError, ShapeError, quote
+from ..layout import Atlas
+from ..runtime.context import Context
+from ..runtime.pipeline import Pipeline
 from .bending import BENDABLE, Bender
-from .context import Context
 from .display import Display, mosaic_grid
-from .errors import ContextError, GlcnnError, ShapeError, quote
-from .layout import Atlas
-from .pipeline import Pipeline
 
 PANEL, GAP = 256, 8
 
@@ -61,7 +61,7 @@ class Viewer:
 
     Args:
         graph: the model (its first input receives the frames).
-        source: a frame source from glcnn.sources.
+        source: a frame source from glcnn.viewer.sources.
         layer: the layer shown in the activation and filter panels (default: the first).
         visible: show the window (False renders offscreen in a hidden window).
     Raises:

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .layout import Atlas
+from ..layout import Atlas
 
 BYTES = {"fp32": 4, "fp16": 2, "u8": 1}  # per channel of an activation texel (u8: RGBA8)
 

@@ -1,16 +1,16 @@
 """`glcnn diff`: every layer of a model on the GPU against a reference, first divergence named.
 
-    report = glcnn.diff.diff("model.onnx", x, against="onnxruntime", precision="fp16")
+    report = glcnn.commands.diff.diff("model.onnx", x, against="onnxruntime", precision="fp16")
     rows, first = report                  # LayerDiff rows in execution order, layer or None
-    print(glcnn.diff.format_table(report, "fp16"))
+    print(glcnn.commands.diff.format_table(report, "fp16"))
 
 The model runs once with every intermediate kept (`Pipeline(keep="all")`). The reference
-(see `glcnn.diff_refs`: numpy float64, onnxruntime with intermediates exposed, or per-layer
+(see `glcnn.commands.diff_refs`: numpy float64, onnxruntime with intermediates exposed, or per-layer
 `.npy` files) is fed the input *as the GPU stored it*, so each row measures the layers, not
 the input's rounding; the input rows compare the stored input with the given one.
 
 Error per layer: max |glcnn − ref| / max(1, max |ref|) (the tests' scaled error), held to
-glcnn.precision.TOLERANCE[precision]. Errors propagate, so the layers after a divergent one
+glcnn.runtime.precision.TOLERANCE[precision]. Errors propagate, so the layers after a divergent one
 usually exceed the tolerance too; only the first is named. Layers without a reference are
 listed as such, but a diff where no layer has one raises `NothingComparedError`: a
 comparison of nothing must not pass.
@@ -22,6 +22,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..errors import GlcnnError, quote
+from ..runtime.precision import TOLERANCE  # the one table, shared with the tests
 from .diff_refs import (
     NothingComparedError,
     abs_error,
@@ -29,8 +31,6 @@ from .diff_refs import (
     examples,
     reference_outputs,
 )
-from .errors import GlcnnError, quote
-from .precision import TOLERANCE  # the one table, shared with the tests
 
 __all__ = ["TOLERANCE", "DiffReport", "LayerDiff", "NothingComparedError", "diff",
            "diff_pipeline", "format_table"]
@@ -171,7 +171,7 @@ def diff(model, inputs, against: str | None = None, precision: str = "fp32", ctx
             model's calibrated ranges, see glcnn.calibrate).
         ctx: as for `Pipeline`; tfjs_dir: the .npy folder for "tfjs-outputs".
         png_dir: if given, write glcnn | reference | |difference| images there
-            (`glcnn.diff_png`).
+            (`glcnn.commands.diff_png`).
     Returns:
         DiffReport(rows, first_divergence).
     Raises:
@@ -180,13 +180,14 @@ def diff(model, inputs, against: str | None = None, precision: str = "fp32", ctx
             wrong shape.
         NothingComparedError: no layer has a reference (e.g. no file of `tfjs_dir` matches).
     """
-    from .pipeline import Pipeline
-    from .prepared import load_optimized
+    from ..importers.prepared import load_optimized
+    from ..runtime.pipeline import Pipeline
     if isinstance(model, Pipeline):
-        raise GlcnnError("glcnn.diff.diff takes a model file; for a compiled Pipeline (built "
-                         "with keep=\"all\") call glcnn.diff.diff_pipeline(pipe, x, against)")
+        raise GlcnnError("glcnn.commands.diff.diff takes a model file; for a compiled Pipeline "
+                         "(built with keep=\"all\") call "
+                         "glcnn.commands.diff.diff_pipeline(pipe, x, against)")
     if not isinstance(model, (str, os.PathLike)):
-        raise GlcnnError(f"glcnn.diff.diff takes a model file (str or path), not "
+        raise GlcnnError(f"glcnn.commands.diff.diff takes a model file (str or path), not "
                          f"{type(model).__name__}")
     against = check_against(against, model, tfjs_dir)
     graph = load_optimized(model)
@@ -207,11 +208,11 @@ def diff_pipeline(pipe, inputs, against: str = "numpy", model=None, tfjs_dir=Non
         GlcnnError: as for `diff`; `pipe` not a Pipeline; a pipeline without keep="all".
         NothingComparedError: as for `diff`.
     """
-    from .pipeline import Pipeline
+    from ..runtime.pipeline import Pipeline
     if not isinstance(pipe, Pipeline):
-        raise GlcnnError(f"glcnn.diff.diff_pipeline takes a compiled Pipeline, not "
-                         f"{type(pipe).__name__}; for a model file call glcnn.diff.diff(model, "
-                         "x, against)")
+        raise GlcnnError(f"glcnn.commands.diff.diff_pipeline takes a compiled Pipeline, not "
+                         f"{type(pipe).__name__}; for a model file call "
+                         "glcnn.commands.diff.diff(model, x, against)")
     given = _named_inputs(pipe.graph, inputs)
     outputs = run_layers(pipe, given)
     stored = {name: outputs[name] for name in pipe.graph.inputs}
@@ -231,7 +232,7 @@ def calibrate_if_needed(graph, precision: str, inputs: dict, ctx=None) -> bool:
     for u8: no value falls outside its range). Returns whether it calibrated."""
     if precision != "u8" or graph.meta.get("u8_ranges"):
         return False
-    from .calibration import calibrate
+    from ..runtime.calibration import calibrate
     calibrate(graph, [inputs], ctx)
     return True
 

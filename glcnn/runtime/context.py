@@ -27,9 +27,9 @@ import weakref
 import moderngl
 import numpy as np
 
-from . import debug
-from .errors import ContextError, GlcnnError, ShaderCompileError, quote
-from .resources import resource_path, shader_text
+from .. import debug
+from ..errors import ContextError, GlcnnError, ShaderCompileError, quote
+from ..resources import resource_path, shader_text
 
 INSTALL_HINT = (
     "install Mesa's EGL and GL drivers (Debian/Ubuntu: apt-get install -y libegl1 "

@@ -16,15 +16,15 @@ from operator import methodcaller
 import moderngl
 import numpy as np
 
-from . import debug
+from .. import debug
+from ..errors import ContextError, GlcnnError, ShapeError, quote
+from ..graph.graph import Graph
+from ..inputs import array_ndim, checked_input
+from ..layout import Atlas, Blocking, pack, unpack
+from ..limits import check_flops
+from ..limits import memory_budget as memory_budget_bytes
+from ..ops import Op, build_ops
 from .context import DTYPE_BYTES, BufferTexture, Context
-from .errors import ContextError, GlcnnError, ShapeError, quote
-from .graph import Graph
-from .inputs import array_ndim, checked_input
-from .layout import Atlas, Blocking, pack, unpack
-from .limits import check_flops
-from .limits import memory_budget as memory_budget_bytes
-from .ops import Op, build_ops
 from .plan import INPUT_BUFFER_DTYPE, Plan, buffer_texels
 from .precision import NUMPY_DTYPE, TEXTURE_DTYPE, U8Ranges
 from .summary import table
@@ -95,7 +95,7 @@ class Pipeline:
     """A compiled model.
 
     Args:
-        graph: the network (see glcnn.graph / glcnn.builder).
+        graph: the network (see glcnn.graph / glcnn.graph.builder).
         ctx: a glcnn.Context, a moderngl.Context to share (e.g. your window's), or None for
             the thread's default headless context (`Context.default()`, shared by every
             pipeline made without `ctx`). The pipeline makes its context current before
@@ -103,7 +103,7 @@ class Pipeline:
         precision: storage of activations, "fp32" (RGBA32F), "fp16" (RGBA16F) or "u8"
             (RGBA8, range-scaled per channel with graph.meta["u8_ranges"] from
             glcnn.calibrate; normalisation inputs and statistics stay RGBA32F,
-            glcnn.precision.float_tensors); arithmetic is float32 in every mode.
+            glcnn.runtime.precision.float_tensors); arithmetic is float32 in every mode.
         keep: tensor names that must keep their own texture so `texture(name)` stays
             valid after `run()`; "all" keeps every tensor (the viewer and `diff` do this).
         memory_budget: most bytes of textures this pipeline may allocate (int, or a string
@@ -505,7 +505,7 @@ class Pipeline:
     def weight_texture(self, layer: str, sampler: str = "u_weights") -> moderngl.Texture:
         """The weight texture `sampler` of `layer` (e.g. a conv's filter grid), its layout in
         the top-left corner (the op's `all_texture_shapes()` gives its size; the texture may
-        be larger, as `texture` says). A conv's filters are a `glcnn.context.BufferTexture`
+        be larger, as `texture` says). A conv's filters are a `glcnn.runtime.context.BufferTexture`
         (the same layout row by row in a buffer texture; it has `write` and `read` as a
         moderngl.Texture) unless they hold more texels than the GL allows in one.
 
@@ -570,7 +570,7 @@ class Pipeline:
                    for t in unique.values())
 
     def summary(self) -> str:
-        """Per-layer table (see glcnn.summary) plus the memory actually allocated."""
+        """Per-layer table (see glcnn.runtime.summary) plus the memory actually allocated."""
         footer = (f"allocated {self.texture_bytes() / 2**20:.2f} MiB of textures with reuse "
                   f"on {self.ctx.renderer}; strategy {self.strategy}"
                   f" ({len(self.blocking)} of {len(self.ops)} layers blocked, "

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError
+from ..errors import GlcnnError
 
 CACHE_ENV = "MESA_SHADER_CACHE_DISABLE"
 
@@ -54,8 +54,8 @@ def _probe(model, precision, inputs, env_extra) -> dict:
            if k not in (CACHE_ENV, "GLCNN_DEBUG", "PYTHONDONTWRITEBYTECODE")}
     root = str(Path(__file__).resolve().parents[1])  # glcnn importable, installed or not
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    code = ("import time; start = time.perf_counter(); import sys; from glcnn.bench_load import "
-            "probe; probe(start, *sys.argv[1:])")
+    code = ("import time; start = time.perf_counter(); import sys; "
+            "from glcnn.commands.bench_load import probe; probe(start, *sys.argv[1:])")
     done = subprocess.run([sys.executable, "-c", code, str(model), precision, str(inputs)],
                           capture_output=True, text=True, env=env | env_extra, check=False)
     if done.returncode != 0:
@@ -71,10 +71,10 @@ def probe(start: float, model: str, precision: str, inputs: str) -> None:
     the Pipeline compiled. u8 calibration (for a model without ranges) is timed apart, not in
     the sum."""
     ms = {"import_ms": _ms_since(start)}
-    from .context import Context
+    from ..importers.prepared import load_optimized
+    from ..runtime.context import Context
+    from ..runtime.pipeline import Pipeline
     from .diff import calibrate_if_needed
-    from .pipeline import Pipeline
-    from .prepared import load_optimized
     with np.load(inputs, allow_pickle=False) as data:
         feeds = dict(data)
     lap = _stopwatch()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError, quote
-from .inputs import IMAGE_SUFFIXES
+from ..errors import GlcnnError, quote
+from ..inputs import IMAGE_SUFFIXES
 
 
 class SyntheticSource:

@@ -1,6 +1,6 @@
 """References for `glcnn diff` (GL-free): every layer's expected output, by glcnn name.
 
-- "numpy": `glcnn.reference.run` on the same optimised graph, in float64.
+- "numpy": `glcnn.graph.reference.run` on the same optimised graph, in float64.
 - "onnxruntime": the `.onnx` file with every intermediate that has a glcnn counterpart
   added as a graph output. glcnn names an ONNX tensor with "::" replaced by "_" (and a
   fused layer by its last ONNX tensor, e.g. the Relu after a Conv); layers that passes or
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError, NothingComparedError, quote
+from ..errors import GlcnnError, NothingComparedError, quote
 
 AGAINST = ("onnxruntime", "numpy", "tfjs-outputs")
 EXAMPLES = 5  # expected file or layer names an error lists
@@ -69,7 +69,7 @@ def reference_outputs(against: str, graph, inputs: dict, model=None, tfjs_dir=No
         GlcnnError: see `check_against`, `onnxruntime_outputs`, `tfjs_outputs`.
     """
     if against == "numpy":
-        from . import reference
+        from ..graph import reference
         return reference.run(graph, inputs)
     if against == "onnxruntime":
         return onnxruntime_outputs(model, graph, inputs)
@@ -119,7 +119,7 @@ def onnxruntime_outputs(model, graph, inputs: dict) -> dict:
             tensor whose size does not match its glcnn layer.
     """
     ort = _onnxruntime()
-    from .importers.onnx import read_model
+    from ..importers.onnx import read_model
     onnx_model = read_model(model)
     names = onnx_counterparts(onnx_model, graph)
     options = ort.SessionOptions()
@@ -134,7 +134,7 @@ def onnxruntime_outputs(model, graph, inputs: dict) -> dict:
         values = session.run(list(names.values()), feeds)
     except Exception as exc:  # onnxruntime raises its own (non-GlcnnError) exception types
         raise GlcnnError(f"onnxruntime failed on {model}: {str(exc).splitlines()[0]}") from None
-    from .ops import build_ops
+    from ..ops import build_ops
     shapes = build_ops(graph)[1]
     return {layer: _as_chw(v, shapes[layer], f"ONNX tensor {quote(names[layer])}")
             for layer, v in zip(names, values)}
@@ -153,7 +153,7 @@ def tfjs_outputs(folder, graph) -> dict:
         GlcnnError: an unreadable file, or one whose shape does not fit its layer.
         NothingComparedError: no file of `folder` matches a layer.
     """
-    from .ops import build_ops
+    from ..ops import build_ops
     shapes = build_ops(graph)[1]
     channels_last = graph.meta.get("layout") == "NHWC"
     refs = {}

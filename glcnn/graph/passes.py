@@ -19,12 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..ops import build_ops
+from ..ops.base import ACTIVATION_DEFAULTS
+from ..ops.batchnorm import batchnorm_affine
+from ..ops.conv import INPUT_ACTIVATIONS
+from ..ops.reduce import spatial_axes
 from .graph import Graph, Node
-from .ops import build_ops
-from .ops.base import ACTIVATION_DEFAULTS
-from .ops.batchnorm import batchnorm_affine
-from .ops.conv import INPUT_ACTIVATIONS
-from .ops.reduce import spatial_axes
 
 _CONVS = ("Conv", "ConvTranspose")
 # Ops with a fixed number of inputs whose epilogue can add a residual input (common.glsl

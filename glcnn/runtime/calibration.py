@@ -1,16 +1,16 @@
 """Calibration of u8 storage: per-channel value ranges of every tensor over sample inputs.
 
 `calibrate` runs the graph in fp32 on the GPU and stores the ranges in
-`graph.meta["u8_ranges"]`, which `glcnn.precision.U8Ranges` turns into the (offset, scale) of
-each channel. It sits above the pipeline (it runs one), where glcnn.precision, which the
-pipeline and its plan read, cannot.
+`graph.meta["u8_ranges"]`, which `glcnn.runtime.precision.U8Ranges` turns into the (offset,
+scale) of each channel. It sits above the pipeline (it runs one), where
+glcnn.runtime.precision, which the pipeline and its plan read, cannot.
 """
 
 import copy
 
 import numpy as np
 
-from .errors import GlcnnError
+from ..errors import GlcnnError
 from .pipeline import Pipeline
 from .precision import DEFAULT_MARGIN
 from .stats import ChannelMinMax

@@ -1,4 +1,4 @@
-"""The text `glcnn bench` prints for a `glcnn.bench.bench` report (GL-free)."""
+"""The text `glcnn bench` prints for a `glcnn.commands.bench.bench` report (GL-free)."""
 
 RATIO_NOTE = ("ratio = glcnn ms / other ms, both with readback: lower is better for glcnn "
               "(> 1: glcnn is slower)")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import moderngl
 import numpy as np
 
-from .layout import Atlas, unpack
+from ..layout import Atlas, unpack
 
 
 @dataclass

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import UnsupportedOpError, quote
+from ..errors import UnsupportedOpError, quote
 
 F = np.float64
 
@@ -248,7 +248,7 @@ def _instance_norm_node(node, values):
                          node.attrs.get("epsilon", 1e-5))
 
 
-# The passes InstanceNormalization expands into (glcnn.passes.expand_reductions), whose
+# The passes InstanceNormalization expands into (glcnn.graph.passes.expand_reductions), whose
 # statistics are of d = x − x[c, 0, 0].
 @evaluates("InstanceNormMean")
 def _instance_norm_mean_node(node, values):
@@ -528,7 +528,7 @@ def evaluate(node, values):
     fn = EVALUATORS.get(node.op)
     if fn is None:
         raise UnsupportedOpError(f"reference has no op {quote(node.op)} (layer {quote(node.name)})")
-    pre = node.attrs.get("input_activation")  # glcnn.passes.fuse_input_activations
+    pre = node.attrs.get("input_activation")  # glcnn.graph.passes.fuse_input_activations
     if pre:
         x = values[node.inputs[0]]
         values = {**values, node.inputs[0]: activation(pre["op"], x, pre, {})}
@@ -536,7 +536,7 @@ def evaluate(node, values):
 
 
 def _epilogue(node, y, values):
-    """Fused parts of a node (see glcnn.passes): residual add, then activation."""
+    """Fused parts of a node (see glcnn.graph.passes): residual add, then activation."""
     if node.attrs.get("residual"):
         y = y + values[node.inputs[-1]]
     act = node.attrs.get("activation")

@@ -1,15 +1,15 @@
 """Generate the README's supported-ops table from the registry.
 
-    python -m glcnn.docs               # print the table
-    python -m glcnn.docs README.md     # rewrite the table between the ops-table markers
+    python -m glcnn.commands.docs               # print the table
+    python -m glcnn.commands.docs README.md     # rewrite the table between the ops-table markers
 """
 
 import sys
 from pathlib import Path
 
-from .ops import REGISTRY
-from .ops.base import ACTIVATION_DEFAULTS
-from .ops.conv import INPUT_ACTIVATIONS
+from ..ops import REGISTRY
+from ..ops.base import ACTIVATION_DEFAULTS
+from ..ops.conv import INPUT_ACTIVATIONS
 
 NOTES = {
     "Conv": "any kernel, stride, dilation, asymmetric pads, groups (dense / depthwise / generic)",
@@ -24,13 +24,13 @@ NOTES = {
     "ReduceMax": "axes [2,3], [2] or [3]; keepdims=0 only over both (→ vector (C,1,1))",
     "InstanceNormalization": "shifted two-pass statistics; optimize expands it into "
                              "mean / variance / normalise passes (≤ 64×64 runs unexpanded too)",
-    "InstanceNormMean": "internal: made by glcnn.passes.expand_reductions",
-    "InstanceNormVariance": "internal: made by glcnn.passes.expand_reductions",
+    "InstanceNormMean": "internal: made by glcnn.graph.passes.expand_reductions",
+    "InstanceNormVariance": "internal: made by glcnn.graph.passes.expand_reductions",
     "InstanceNormApply": "internal: InstanceNormalization's last pass, takes fused activations",
     "Softmax": "over channels: axis 1 / -3, or -1 on a (C,1,1) vector; max-subtracted; "
                "many channels: optimize makes it a stats pass and a normalise pass",
-    "SoftmaxStats": "internal: made by glcnn.passes.expand_reductions",
-    "SoftmaxApply": "internal: made by glcnn.passes.expand_reductions",
+    "SoftmaxStats": "internal: made by glcnn.graph.passes.expand_reductions",
+    "SoftmaxApply": "internal: made by glcnn.graph.passes.expand_reductions",
     "Flatten": "axis 0 or 1 → vector (C·H·W,1,1) in C order; dropped when already a vector",
     "Reshape": "to a vector (1,F), (F,), (1,F,1,1) or to the input's own shape",
     "Gemm": "vector input (K,1,1), constant B and C, transB, alpha, beta; K wraps (50k fine)",

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import GlcnnError
 from .diff_refs import NothingComparedError, abs_error, safe_name
-from .errors import GlcnnError
 
 GAP = 4  # pixels between panels
 HEADER = 14  # pixels of caption above the panels

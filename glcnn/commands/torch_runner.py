@@ -1,16 +1,16 @@
 """Run a glcnn Graph on the CPU with torch.nn.functional: the `glcnn bench --against torch`
 baseline.
 
-This module imports torch. Nothing in glcnn imports it at import time: `glcnn.bench_refs`
+This module imports torch. Nothing in glcnn imports it at import time: `glcnn.commands.bench_refs`
 imports it inside the function that makes a torch runner, so `import glcnn` and
 `glcnn bench` without `--against torch` never load torch.
 
 Each node becomes one closure over its weights (converted to tensors once), computing the
-op with glcnn's (ONNX's) semantics and then the epilogue `glcnn.passes` may have fused into
+op with glcnn's (ONNX's) semantics and then the epilogue `glcnn.graph.passes` may have fused into
 it: `residual` adds the node's last input, `activation` applies an activation,
 `input_activation` one to the node's first input. Tensors are
 NCHW float32 with batch 1; glcnn's vectors (F, 1, 1) are (1, F, 1, 1) here. Every op of
-the glcnn registry runs, the multi-pass forms `glcnn.passes.expand_reductions` makes
+the glcnn registry runs, the multi-pass forms `glcnn.graph.passes.expand_reductions` makes
 included, with these limits (raised as UnsupportedOpError naming the layer):
 
 | op                    | torch                                 | not mapped                    |
@@ -33,10 +33,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .errors import GlcnnError, UnsupportedOpError, quote
-from .ops import build_ops
-from .ops.base import ACTIVATION_DEFAULTS
-from .reference import pool_pads
+from ..errors import GlcnnError, UnsupportedOpError, quote
+from ..graph.reference import pool_pads
+from ..ops import build_ops
+from ..ops.base import ACTIVATION_DEFAULTS
 
 # ONNX op type -> f(node, shapes) returning the op's closure values -> tensor (before the
 # fused epilogue). Adding an op means adding one decorated function below.

@@ -44,12 +44,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GlcnnError, quote
-from .graph import Graph
-from .importers import load_graph
-from .importers import npz as native
-from .limits import memory_budget, mib
-from .ops.base import all_finite, remember_finite
+from ..errors import GlcnnError, quote
+from ..graph.graph import Graph
+from ..limits import memory_budget, mib
+from ..ops.base import all_finite, remember_finite
+from . import load_graph
+from . import npz as native
 
 MAGIC = b"GLCNNPR1"
 ALIGN = 64
@@ -76,7 +76,7 @@ def load_optimized(path, cache: bool | None = None) -> Graph:
     Raises:
         As `load_graph` and `Graph.validate`, for the model file.
     """
-    from .passes import optimize
+    from ..graph.passes import optimize
     path = Path(path)
     entry = _entry_for(path, cache)
     if entry is not None and entry.is_file():

@@ -5,20 +5,20 @@ which convs run spatially blocked and with which block (`blocking`), which tenso
 their producer's blocked layout for the next convs to read in place (`blocked_tensors`),
 which convs read their input atlas from a buffer texture and which filter banks live in one,
 each op's program defines, which tensors share a texture (`texture_of`), and whether the
-textures fit the GL and the memory budget (`check_sizes`). `glcnn.pipeline.Pipeline` then
+textures fit the GL and the memory budget (`check_sizes`). `glcnn.runtime.pipeline.Pipeline` then
 allocates, compiles and draws what the plan says.
 """
 
 import math
 from collections import defaultdict
 
-from . import debug
+from .. import debug
+from ..errors import GlcnnError, TextureSizeError, quote
+from ..graph.graph import Graph
+from ..layout import Atlas, Blocking, texture_side
+from ..limits import mib
+from ..ops import Op
 from .context import DTYPE_BYTES
-from .errors import GlcnnError, TextureSizeError, quote
-from .graph import Graph
-from .layout import Atlas, Blocking, texture_side
-from .limits import mib
-from .ops import Op
 from .precision import TEXTURE_DTYPE, float_tensors
 
 BLOCK_SHAPE = (2, 4)  # (rows, cols) of output pixels per fragment in "blocked" passes
@@ -62,7 +62,7 @@ class Plan:
         ctx: the glcnn.Context; only its limits are read (max_texture_size, spread_width,
             buffer_fits, renderer).
         precision: "fp32", "fp16" or "u8".
-        strategy: "blocked" or "direct" (glcnn.pipeline.Pipeline's argument).
+        strategy: "blocked" or "direct" (glcnn.runtime.pipeline.Pipeline's argument).
         keep: tensor names that must keep a texture of their own.
     Raises:
         GlcnnError: a block shape needing more render targets than MAX_BLOCK.

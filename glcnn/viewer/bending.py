@@ -11,8 +11,8 @@ that layer's textures and writes only the bounding box of texels that differ.
 
 import numpy as np
 
-from .errors import GlcnnError, quote
-from .ops import make_op
+from ..errors import GlcnnError, quote
+from ..ops import make_op
 
 BENDABLE = ("Conv", "ConvTranspose")
 

@@ -7,7 +7,7 @@
 | u8        | RGBA8   | round(255·(v − offset[c]) / scale[c]) | GPUs without float targets    |
 
 Arithmetic in shaders is float32 in every mode. For u8, each tensor's per-channel
-offset/scale come from `glcnn.calibration.calibrate()`: run sample inputs in fp32, reduce
+offset/scale come from `glcnn.runtime.calibration.calibrate()`: run sample inputs in fp32, reduce
 every tensor's per-channel min/max on the GPU, widen by a margin, and store the result in
 `graph.meta["u8_ranges"]` (saved with the model, so loading needs no calibration). A value
 outside its calibrated range is clamped to it — the margin exists so that this does not
@@ -20,8 +20,8 @@ the channel on this very input, once per normalisation; everything else is 8-bit
 
 import numpy as np
 
-from .errors import GlcnnError, quote
-from .layout import Atlas
+from ..errors import GlcnnError, quote
+from ..layout import Atlas
 
 TEXTURE_DTYPE = {"fp32": "f4", "fp16": "f2", "u8": "f1"}
 NUMPY_DTYPE = {"f4": np.float32, "f2": np.float16, "f1": np.uint8}  # by texture dtype

@@ -1,6 +1,6 @@
 """A GL-free description of a network: named tensors, ops with attributes and numpy weights.
 
-Importers and the builder produce a `Graph`; passes in `glcnn.passes` rewrite it; a
+Importers and the builder produce a `Graph`; passes in `glcnn.graph.passes` rewrite it; a
 `Pipeline` compiles it onto a GL context. Tensors are (C, H, W) float32 (batch 1).
 """
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import GraphError, WeightError, quote
-from .limits import MAX_TEXTURE_SIDE, check_atlas
+from ..errors import GraphError, WeightError, quote
+from ..limits import MAX_TEXTURE_SIDE, check_atlas
 
 # Integer attributes that size loops or textures: bounded so that no hostile value can make
 # shape inference loop or allocate for long before the texture limits are checked.
@@ -44,7 +44,7 @@ class Node:
 
     @property
     def label(self) -> str:
-        """The op with what glcnn.passes fused into it, in execution order: "Conv+Add+Relu",
+        """The op with what glcnn.graph.passes fused into it, in execution order: "Conv+Add+Relu",
         or "LeakyRelu+Conv" for an activation the conv applies to its input."""
         pre, act = self.attrs.get("input_activation"), self.attrs.get("activation")
         return ((f"{_fused_op(pre)}+" if pre else "") + self.op

@@ -1,18 +1,18 @@
 """`glcnn bench`: time a compiled model in total and per layer, against onnxruntime and PyTorch.
 
-    report = glcnn.bench.bench("model.onnx", against=("onnxruntime", "torch"))
-    print(glcnn.bench_report.format_report(report))   # the table `glcnn bench` prints
+    report = glcnn.commands.bench.bench("model.onnx", against=("onnxruntime", "torch"))
+    print(glcnn.commands.bench_report.format_report(report))   # the table `glcnn bench` prints
 
 What is measured, all wall clock (GL timer queries are meaningless on llvmpipe):
 - glcnn `pipe.run(x)` (upload, one draw per pass, readback), and `pipe.run(x,
   readback=False)` followed by `ctx.gl.finish()`;
 - per layer: each pass's draw between two `ctx.gl.finish()` calls (so passes cannot
   overlap, and the layers add up to more than a whole run);
-- load + compile + first run in a fresh process (`glcnn.bench_load`): cold, with Mesa's
+- load + compile + first run in a fresh process (`glcnn.commands.bench_load`): cold, with Mesa's
   on-disk shader cache disabled (MESA_SHADER_CACHE_DISABLE=true) and glcnn's prepared-model
   cache off (GLCNN_CACHE=0), and warm, after two priming runs with both caches enabled.
   The first run is included because llvmpipe JIT-compiles each shader at its first draw;
-- the implementations of `glcnn.bench_refs` (onnxruntime, PyTorch) on the same input;
+- the implementations of `glcnn.commands.bench_refs` (onnxruntime, PyTorch) on the same input;
 - median and min ms over up to `runs` runs after `warmup` runs; a measurement stops early
   once it has spent `budget` seconds (with at least 3 runs, or `runs` if fewer), so large
   models stay affordable; FPS = 1000 / median; nominal GFLOP/s = Σ op.flops() of the glcnn
@@ -21,7 +21,7 @@ What is measured, all wall clock (GL timer queries are meaningless on llvmpipe):
 
 Before anything is timed, every implementation's output is compared with every other's
 (max abs difference; MismatchError when the scaled difference, see
-`glcnn.bench_refs.Agreement`, exceeds TOLERANCE of the glcnn precision, 1e-3 between two
+`glcnn.commands.bench_refs.Agreement`, exceeds TOLERANCE of the glcnn precision, 1e-3 between two
 fp32 implementations), so nothing wrong is timed.
 """
 
@@ -40,9 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import GlcnnError, MismatchError, ShapeError
 from .bench_load import load_times
 from .bench_refs import agreement, check_against, chw_inputs, make_reference
-from .errors import GlcnnError, MismatchError, ShapeError
 
 TOLERANCE = {"fp32": 1e-3, "fp16": 1e-2, "u8": 5e-2}  # scaled difference allowed vs others
 MIN_RUNS = 3
@@ -151,7 +151,7 @@ def time_layers(pipe, feeds: dict, settings: Settings) -> list[dict]:
 # --- machine ----------------------------------------------------------------------------------
 def machine_info(ctx) -> dict:
     """Date, platform, CPU, cores, GL renderer and version, package versions, git, load."""
-    from . import __version__
+    from .. import __version__
     return {"date": datetime.now().astimezone().isoformat(timespec="seconds"),
             "platform": platform.platform(), "cpu": _cpu_model(),
             "cores": len(os.sched_getaffinity(0)),
@@ -246,7 +246,7 @@ def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, c
             random inputs (`default_inputs`).
         precisions: glcnn storage precisions to time ("fp32", "fp16", "u8"; u8 calibrates
             on the inputs when the model has no ranges).
-        against: names from glcnn.bench_refs.AGAINST.
+        against: names from glcnn.commands.bench_refs.AGAINST.
         settings: a Settings (default: 30 runs, 5 warm-up runs, 3 s budget, load times).
         ctx: the glcnn Context to compile on (default: a new headless one).
         report_progress: called with one line per step.
@@ -261,9 +261,9 @@ def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, c
             unknown or unavailable reference, MismatchError when outputs disagree
             (references always, glcnn precisions when `strict`).
     """
-    from .context import Context
-    from .ops import build_ops
-    from .prepared import load_optimized
+    from ..importers.prepared import load_optimized
+    from ..ops import build_ops
+    from ..runtime.context import Context
     settings = settings or Settings()
     settings.check()
     if not set(precisions) <= set(TOLERANCE):
@@ -308,8 +308,8 @@ def _references(job: _Job, against, shapes: dict) -> dict:
 
 def _bench_precision(job: _Job, precision: str, refs: dict, strict: bool) -> dict:
     """Check glcnn's output at `precision` against `refs`, then time it."""
+    from ..runtime.pipeline import Pipeline
     from .diff import calibrate_if_needed
-    from .pipeline import Pipeline
     label = f"glcnn {precision}"
     if calibrate_if_needed(job.graph, precision, job.feeds, job.ctx):
         job.progress("u8: calibrated the model's ranges on the benchmark input")
