@@ -175,7 +175,7 @@ def unpack(data: np.ndarray, shape) -> np.ndarray:
     """Inverse of `pack`: a (tex_height, tex_width, 4) atlas back to (C, H, W) float32.
 
     `data` may be taller and wider than the atlas (a Pipeline's textures are, where the
-    atlas's sides are powers of two: Pipeline._new_image); the texels past it are ignored.
+    atlas's sides are powers of two: Compiler.new_image); the texels past it are ignored.
     """
     atlas = Atlas.of(shape)
     c, h, w = atlas.channels, atlas.height, atlas.width

@@ -31,7 +31,7 @@ from glcnn.graph.passes import optimize
 from glcnn.importers.npz import FORMAT
 from glcnn.inputs import read_image
 from glcnn.ops import build_ops
-from glcnn.runtime.context import build_source
+from glcnn.runtime.shaders import build_source
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "glcnn"
@@ -694,7 +694,7 @@ def test_model_strings_never_reach_shader_sources(ctx, monkeypatch, tmp_path):
     def spy(shader, defines):
         sources.append(build_source(shader, defines))
         return sources[-1]
-    monkeypatch.setattr("glcnn.runtime.context.build_source", spy)  # runs on cache hits too
+    monkeypatch.setattr("glcnn.runtime.shaders.build_source", spy)  # runs on cache hits too
     glcnn.save(_hostile_graph(), tmp_path / "hostile.npz")
     graph = optimize(glcnn.load_graph(tmp_path / "hostile.npz"))
     with glcnn.Pipeline(graph, ctx) as p:
@@ -733,7 +733,7 @@ def test_onnx_names_and_attribute_strings_cannot_inject(tmp_path, ctx, monkeypat
              helper.make_node("Relu", ["h\n" + INJECTED], ["y"], name="relu */" + INJECTED)]
     path = save_onnx(onnx_model(nodes=nodes), tmp_path / "hostile.onnx")
     sources = []
-    monkeypatch.setattr("glcnn.runtime.context.build_source",
+    monkeypatch.setattr("glcnn.runtime.shaders.build_source",
                         lambda s, d: sources.append(build_source(s, d)) or sources[-1])
     with glcnn.load(path, ctx) as p:
         assert p.run(np.ones((1, 3, 4, 5), np.float32)).shape == (1, 2, 4, 5)

@@ -139,7 +139,7 @@ def test_filters_in_2d_textures_when_no_buffer_is_large_enough(ctx, monkeypatch,
     graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights(1))
     with glcnn.Pipeline(graph, ctx, strategy=strategy) as pipe:
         filters = dict(pipe.passes[0].weights)["u_weights"]
-        assert isinstance(filters, glcnn.runtime.context.BufferTexture)
+        assert isinstance(filters, glcnn.runtime.gl.BufferTexture)
     _no_buffers(monkeypatch)
     with glcnn.Pipeline(graph, ctx, strategy=strategy) as pipe:
         assert isinstance(dict(pipe.passes[0].weights)["u_weights"], moderngl.Texture)

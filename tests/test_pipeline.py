@@ -10,7 +10,8 @@ from glcnn.graph import reference
 from glcnn.graph.builder import Builder
 from glcnn.layout import Atlas
 from glcnn.resources import resource_path
-from glcnn.runtime.context import excerpt
+from glcnn.runtime.gl import layer_framebuffer
+from glcnn.runtime.shaders import excerpt
 
 
 def _chain(depth=4, c=8, size=6):
@@ -159,7 +160,7 @@ void main() {{
 @pytest.mark.parametrize("layers", [1, 3, 8])
 def test_layer_framebuffer_writes_render_target_j_into_layer_j(ctx, dtype, layers, size):
     """Blocked passes write their render targets into the layers of one texture array
-    (Context.layer_framebuffer); every layer must receive its own target, at every storage
+    (glcnn.runtime.gl.layer_framebuffer); every layer must receive its own target, at every storage
     precision, and the stand-in attachments must not be left behind."""
     gl = ctx.gl
     vertex = "#version 330 core\n" + resource_path("shaders", "fullscreen.vert").read_text()
@@ -168,7 +169,7 @@ def test_layer_framebuffer_writes_render_target_j_into_layer_j(ctx, dtype, layer
     # Programs are left out: a deleted one lives on while it is current (an earlier test's).
     before = {k: v for k, v in census().items() if k != "Program"}
     array = gl.texture_array((*size, 8), 4, dtype=dtype)
-    fbo = ctx.layer_framebuffer(array, layers)
+    fbo = layer_framebuffer(ctx, array, layers)
     fbo.use()
     vao.render(vertices=3)
     stored = np.frombuffer(array.read(), {"f4": np.float32, "f2": np.float16,
@@ -264,7 +265,7 @@ def test_no_texture_side_is_a_power_of_two(ctx, precision, strategy):
         textures += [t for p in pipe.passes for _, t in p.weights]
         assert any(_is_pow2(n) for s in pipe.shapes.values() for n in Atlas.of(s).size)
         for tex in textures:
-            if isinstance(tex, glcnn.runtime.context.BufferTexture):  # filters: a 1D length
+            if isinstance(tex, glcnn.runtime.gl.BufferTexture):  # filters: a 1D length
                 assert not _is_pow2(tex.texels), tex.texels
             else:
                 assert not _is_pow2(tex.width) and not _is_pow2(tex.height), tex.size

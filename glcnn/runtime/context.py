@@ -17,10 +17,8 @@ Pipeline on it from any other thread raises ContextError. Each thread has its ow
 context, so pipelines made in a thread are that thread's.
 """
 
-import ctypes
 import hashlib
 import os
-import re
 import threading
 import weakref
 
@@ -30,28 +28,20 @@ import numpy as np
 from .. import debug
 from ..errors import ContextError, GlcnnError, ShaderCompileError, quote
 from ..resources import resource_path, shader_text
+from . import shaders
+from .gl import BufferTexture, GLFunctions
 
 INSTALL_HINT = (
     "install Mesa's EGL and GL drivers (Debian/Ubuntu: apt-get install -y libegl1 "
     "libegl-mesa0 libgl1-mesa-dri) or run with a display and GLCNN_BACKEND=x11"
 )
 _SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swiftshader")
-_LINE = re.compile(r"(\d+):(\d+)\(\d+\)")
-_DEFINE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 _UNSET = object()
 _THREAD = threading.local()  # .default: the thread's default Context (Context.default)
 _WRAPPED: "weakref.WeakKeyDictionary[moderngl.Context, Context]" = weakref.WeakKeyDictionary()
-_GL_DRAW_FRAMEBUFFER = 0x8CA9
-_GL_COLOR_ATTACHMENT0 = 0x8CE0
-_GL_FRAMEBUFFER_COMPLETE = 0x8CD5
-_GL_TEXTURE_BUFFER = 0x8C2A
-_GL_TEXTURE0 = 0x84C0
 _GL_SAMPLER_BUFFER = 0x8DC2
-_GL_TEXTURE_2D = 0x0DE1
-_GL_PIXEL_PACK_BUFFER = 0x88EB
-_GL_RGBA, _GL_FLOAT = 0x1908, 0x1406
 # The GL limits glcnn reads, by the names GLCNN_GL_LIMITS uses, and GL 3.3 core's minimums.
 LIMITS = {"texture": "GL_MAX_TEXTURE_SIZE", "buffer": "GL_MAX_TEXTURE_BUFFER_SIZE",
           "draw_buffers": "GL_MAX_DRAW_BUFFERS", "attachments": "GL_MAX_COLOR_ATTACHMENTS",
@@ -59,8 +49,6 @@ LIMITS = {"texture": "GL_MAX_TEXTURE_SIZE", "buffer": "GL_MAX_TEXTURE_BUFFER_SIZ
 GL33_MINIMUMS = {"texture": 1024, "buffer": 65536, "draw_buffers": 8, "attachments": 8,
                  "units": 16, "layers": 256}
 BUFFER_PROBE_MIN = 1 << 10  # the smallest buffer texture Context.buffer_fits probes
-_GL_FORMATS = {"f4": 0x8814, "f2": 0x881A, "f1": 0x8058}  # RGBA32F, RGBA16F, RGBA8
-DTYPE_BYTES = {"f4": 4, "f2": 2, "f1": 1}  # bytes per channel of a texture dtype
 
 
 class Context:
@@ -95,19 +83,10 @@ class Context:
             raise ContextError(f"cannot use the GL context on this thread ({exc}): a context "
                                "is used by the thread that made it current") from None
         _WRAPPED.setdefault(ctx, self)  # Context.wrap(ctx) finds this one
-        self._gl_functions: dict[str, object] = {}  # by name (_gl_function)
+        self.gl_functions = GLFunctions(ctx, self.renderer)
         # buffer_fits: buffer textures of up to _buffer_verified texels read back right; of
         # _buffer_broken or more, not (probed at the sizes asked for)
         self._buffer_verified, self._buffer_broken = 0, 1 << 62
-        self._active_texture = self._gl_function("glActiveTexture", None, ctypes.c_uint)
-        self._bind_texture = self._gl_function("glBindTexture", None, ctypes.c_uint,
-                                               ctypes.c_uint)
-        self._use_program = self._gl_function("glUseProgram", None, ctypes.c_uint)
-        self._uniform1i = self._gl_function("glUniform1i", None, ctypes.c_int, ctypes.c_int)
-        self._bind_buffer = self._gl_function("glBindBuffer", None, ctypes.c_uint, ctypes.c_uint)
-        self._get_tex_image = self._gl_function("glGetTexImage", None, ctypes.c_uint,
-                                                ctypes.c_int, ctypes.c_uint, ctypes.c_uint,
-                                                ctypes.c_void_p)
 
     @classmethod
     def default(cls) -> "Context":
@@ -288,65 +267,10 @@ class Context:
                                "(out of memory or a lost context; on a shared context the "
                                "error may come from earlier GL calls)")
 
-    def layer_framebuffer(self, array: moderngl.TextureArray, layers: int,
-                          size: tuple[int, int] | None = None) -> moderngl.Framebuffer:
-        """A framebuffer whose colour attachment j is layer j of `array`, for j < `layers`,
-        drawing into its `size` (width, height) corner (default: all of it).
-
-        A pass with several render targets then writes one texture, which a later shader reads
-        with a single `sampler2DArray` fetch whatever the target (separate textures need a
-        switch over samplers, which a SIMD rasteriser runs in full for every lane: 3.5x slower
-        on llvmpipe). moderngl attaches no single layers, so the framebuffer is made on 1×1
-        stand-in renderbuffers (for its draw-buffer list; full-size ones cost up to 60 ms to
-        allocate), glFramebufferTextureLayer (core since GL 3.0) then attaches the layers in
-        their place, and the viewport and scissor box are set to `size`.
-
-        Raises:
-            ContextError: the driver does not accept the layers as a complete framebuffer.
-        """
-        size = tuple(size or (array.width, array.height))
-        stand_ins = [self.gl.renderbuffer((1, 1), 4, dtype=array.dtype) for _ in range(layers)]
-        fbo = None
-        try:
-            fbo = self.gl.framebuffer(color_attachments=stand_ins)
-            fbo.use()
-            attach = self._gl_function("glFramebufferTextureLayer", None, ctypes.c_uint,
-                                       ctypes.c_uint, ctypes.c_uint, ctypes.c_int, ctypes.c_int)
-            status = self._gl_function("glCheckFramebufferStatus", ctypes.c_uint, ctypes.c_uint)
-            for j in range(layers):
-                attach(_GL_DRAW_FRAMEBUFFER, _GL_COLOR_ATTACHMENT0 + j, array.glo, 0, j)
-            complete = status(_GL_DRAW_FRAMEBUFFER)
-        except BaseException:
-            if fbo is not None:
-                self.park()
-                fbo.release()
-            raise
-        finally:
-            for buffer in stand_ins:
-                buffer.release()
-        self.park()
-        if complete != _GL_FRAMEBUFFER_COMPLETE:
-            fbo.release()
-            raise ContextError(f"the layers of a {size} {array.dtype} texture array as "
-                               f"{layers} render targets: framebuffer status {complete:#x} on "
-                               f"{self.renderer}; use strategy='direct'")
-        fbo.viewport = fbo.scissor = (0, 0, *size)
-        return fbo
-
-    def _gl_function(self, name: str, restype, *argtypes):
-        """GL entry point `name` of this context, through the loader moderngl made it with
-        (looked up once per context)."""
-        if name not in self._gl_functions:
-            address = self.gl.mglo._context.load_opengl_function(name)
-            if not address:
-                raise ContextError(f"{name} is missing from the GL of {self.renderer}")
-            self._gl_functions[name] = ctypes.CFUNCTYPE(restype, *argtypes)(address)
-        return self._gl_functions[name]
-
     def program(self, shader: str, defines: dict, layer: str = "?") -> moderngl.Program:
         """Compile (or fetch from cache) op shader `shader` with `defines` for `layer`."""
         self.activate()
-        source = build_source(shader, defines)
+        source = shaders.build_source(shader, defines)
         key = (shader, hashlib.sha1(source.encode()).hexdigest())
         if key not in self.programs:
             vertex = "#version 330 core\n" + shader_text("fullscreen.vert")
@@ -354,7 +278,7 @@ class Context:
                 self.programs[key] = self.gl.program(vertex_shader=vertex, fragment_shader=source)
             except moderngl.Error as exc:
                 raise ShaderCompileError(str(resource_path("shaders", shader)), layer, defines,
-                                         str(exc), excerpt(source, str(exc))) from None
+                                         str(exc), shaders.excerpt(source, str(exc))) from None
             self.compiles += 1
             if debug.level() >= 2:
                 print(f"[glcnn] compiled {shader} for {layer} {defines}")
@@ -378,8 +302,8 @@ class Context:
             if held.get(name, _UNSET) != value:
                 member = program[name]
                 if member.gl_type == _GL_SAMPLER_BUFFER:  # moderngl writes these wrongly
-                    self._use_program(program.glo)
-                    self._uniform1i(member.location, value)
+                    self.gl_functions.use_program(program.glo)
+                    self.gl_functions.uniform1i(member.location, value)
                 else:
                     member.value = value
                 held[name] = value
@@ -391,92 +315,6 @@ class Context:
 
     def __repr__(self):
         return f"Context({self.summary()}, {len(self.programs)} programs)"
-
-
-class BufferTexture:
-    """RGBA texels in a buffer object, read in shaders with texelFetch(samplerBuffer, i).
-
-    On llvmpipe such a fetch costs a quarter of a NEAREST sample of a 2D texture (measured:
-    about 1.3 against 4.8 cycles per lane; no coordinate scaling, clamping or mip level to
-    compute), and on GPUs it goes through the texture cache like any texture. glcnn keeps
-    conv filter banks in them, and on software rasterisers copies a blocked conv's input atlas
-    into one before the pass (README "Speed"). moderngl has no buffer textures, so this
-    holds a moderngl.Buffer and a texture name made through moderngl's GL loader; `use` and
-    `release` mirror moderngl.Texture's.
-    """
-
-    def __init__(self, ctx: Context, size: tuple[int, int], texels: int, dtype: str = "f4",
-                 clear: bool = True):
-        """`texels` RGBA texels of `dtype` ("f4" float32, "f2" float16, "f1" unsigned
-        normalised bytes, as moderngl names them), zero (unless not `clear`: then undefined
-        until written), holding a layout of `size` = (width, height) row by row."""
-        self.width, self.height = size
-        self.texels, self.dtype = texels, dtype
-        self._ctx = ctx
-        self.buffer = ctx.gl.buffer(reserve=texels * 4 * DTYPE_BYTES[dtype])
-        if clear:  # glBufferData leaves the store undefined: no texel is read unwritten
-            self.buffer.clear()
-        name = ctypes.c_uint()
-        ctx._gl_function("glGenTextures", None, ctypes.c_int, ctypes.POINTER(ctypes.c_uint))(
-            1, ctypes.byref(name))
-        self.glo = name.value
-        self.use(ctx.gl.default_texture_unit)
-        ctx._gl_function("glTexBuffer", None, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint)(
-            _GL_TEXTURE_BUFFER, _GL_FORMATS[dtype], self.buffer.glo)
-
-    def copy_from(self, texture: moderngl.Texture) -> None:
-        """Copy all of `texture` (of this size) into the buffer, row by row, on the GL side
-        (a pixel-pack read; no trip through Python). A texture of another dtype is converted
-        by the read: a float16 texture into a float32 buffer (Pipeline's input buffers)."""
-        if texture.dtype == self.dtype:
-            texture.read_into(self.buffer)
-            return
-        if self.dtype != "f4":
-            raise GlcnnError(f"BufferTexture.copy_from converts into float32 only; this one "
-                             f"holds {self.dtype}, the texture {texture.dtype}")
-        ctx = self._ctx
-        ctx._active_texture(_GL_TEXTURE0 + ctx.gl.default_texture_unit)
-        ctx._bind_texture(_GL_TEXTURE_2D, texture.glo)
-        ctx._bind_buffer(_GL_PIXEL_PACK_BUFFER, self.buffer.glo)
-        ctx._get_tex_image(_GL_TEXTURE_2D, 0, _GL_RGBA, _GL_FLOAT, None)  # at offset 0
-        ctx._bind_buffer(_GL_PIXEL_PACK_BUFFER, 0)
-
-    def use(self, location: int = 0) -> None:
-        """Bind to texture unit `location` (as moderngl.Texture.use)."""
-        self._ctx._active_texture(_GL_TEXTURE0 + location)
-        self._ctx._bind_texture(_GL_TEXTURE_BUFFER, self.glo)
-
-    @property
-    def size(self) -> tuple[int, int]:
-        """(width, height) of the layout held, as a 2D texture's."""
-        return self.width, self.height
-
-    def write(self, data, viewport: tuple[int, int, int, int] | None = None) -> None:
-        """Write float32 RGBA texels into the rectangle `viewport` = (x, y, w, h) of the
-        layout (default: all of it), as moderngl.Texture.write does."""
-        if self.dtype != "f4":
-            raise GlcnnError(f"BufferTexture.write takes float32 texels; this one holds "
-                             f"{self.dtype}")
-        x, y, w, h = viewport or (0, 0, self.width, self.height)
-        rows = np.frombuffer(data, np.float32) if isinstance(data, bytes) else np.asarray(data)
-        rows = np.ascontiguousarray(rows, np.float32).reshape(h, w * 4)
-        if w == self.width:  # whole rows lie one after another in the buffer
-            self.buffer.write(rows, offset=16 * y * self.width)
-            return
-        for r in range(h):
-            self.buffer.write(rows[r], offset=16 * ((y + r) * self.width + x))
-
-    def read(self) -> bytes:
-        """The layout's texels, row by row (as moderngl.Texture.read of a 2D texture)."""
-        return self.buffer.read(size=4 * DTYPE_BYTES[self.dtype] * self.width * self.height)
-
-    def release(self) -> None:
-        if self.glo:
-            name = ctypes.c_uint(self.glo)
-            self._ctx._gl_function("glDeleteTextures", None, ctypes.c_int,
-                                   ctypes.POINTER(ctypes.c_uint))(1, ctypes.byref(name))
-            self.glo = 0
-            self.buffer.release()
 
 
 def _cut_limits(text: str) -> dict[str, int]:
@@ -511,44 +349,3 @@ def _create(backend):
                            f"{INSTALL_HINT}") from None
 
 
-COMMON_LINE_OFFSET = 10000
-
-
-def build_source(shader: str, defines: dict) -> str:
-    """Final fragment source: #version, the defines, then common.glsl and the op shader.
-
-    `#line` directives keep driver messages pointing at real lines: the op shader counts
-    from 1, common.glsl from 10001 (drivers differ in reporting the source-string number
-    of `#line N S`, so the line alone tells the two files apart).
-
-    Only identifiers and integers reach the source: no string from a model file can.
-
-    Raises:
-        GlcnnError: a define that is not an identifier with an integer value.
-    """
-    for key, value in defines.items():
-        if not (isinstance(key, str) and _DEFINE_NAME.match(key)) or \
-                not isinstance(value, int | np.integer):
-            raise GlcnnError(f"shader {shader}: refusing #define {key!r} = {value!r} "
-                             "(defines must be identifiers with integer values)")
-    head = ["#version 330 core"] + [f"#define {k} {int(v)}" for k, v in sorted(defines.items())]
-    common, body = shader_text("common.glsl"), shader_text(shader)
-    return "\n".join(head + [f"#line {COMMON_LINE_OFFSET + 1} 1", common, "#line 1 2", body])
-
-
-def excerpt(source: str, message: str, around: int = 2) -> str:
-    """The source lines a driver message ("0:49(22): error ...") points at, with file names."""
-    files, current = {"common.glsl": [], "op shader": []}, None
-    for text in source.split("\n"):
-        if text.startswith("#line "):
-            current = "common.glsl" if text.endswith(" 1") else "op shader"
-        elif current is not None:
-            files[current].append(text)
-    out = []
-    for line in sorted({int(n) for _, n in _LINE.findall(message)}):
-        name = "common.glsl" if line > COMMON_LINE_OFFSET else "op shader"
-        line -= COMMON_LINE_OFFSET if line > COMMON_LINE_OFFSET else 0
-        lines = files[name]
-        for n in range(max(1, line - around), min(len(lines), line + around) + 1):
-            out.append(f"  {'>' if n == line else ' '} {name}:{n} | {lines[n - 1]}")
-    return "\n".join(out)

@@ -10,7 +10,6 @@ import functools
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from operator import methodcaller
 
 import moderngl
@@ -20,19 +19,21 @@ from .. import debug
 from ..errors import ContextError, GlcnnError, ShapeError, quote
 from ..graph.graph import Graph
 from ..inputs import array_ndim, checked_input
-from ..layout import Atlas, Blocking, pack, unpack
+from ..layout import Atlas, pack, unpack
 from ..limits import check_flops
 from ..limits import memory_budget as memory_budget_bytes
-from ..ops import Op, build_ops
-from .context import DTYPE_BYTES, BufferTexture, Context
-from .plan import INPUT_BUFFER_DTYPE, Plan, buffer_texels
+from ..ops import build_ops
+from .compiler import Compiler, Pass
+from .context import Context
+from .gl import DTYPE_BYTES, BufferTexture
+from .plan import Plan
 from .precision import NUMPY_DTYPE, TEXTURE_DTYPE, U8Ranges
+from .readback import Readback
 from .summary import table
 
 PRECISIONS = TEXTURE_DTYPE
 STRATEGIES = ("direct", "blocked")
 READBACKS = (True, False, "texture", "async")
-RANGES_UNIT = 15  # texture unit of the u8 ranges texture (ops use fewer units)
 
 
 def _gl_errors(method):
@@ -49,46 +50,6 @@ def _gl_errors(method):
         except moderngl.Error as exc:
             raise ContextError(f"GL failure in Pipeline.{method.__name__}(): {exc}") from None
     return wrapper
-
-
-def _zero_margin(tex, size: tuple[int, int], layers: int = 0) -> None:
-    """Zero the texels of `tex` (a texture, or with `layers` an array) outside its
-    (width, height) = `size` corner: a right strip and a bottom strip."""
-    width, height = size
-    texel = 4 * DTYPE_BYTES[tex.dtype]
-    depth = (0, layers) if layers else ()
-    strips = ((width, 0, tex.width - width, tex.height), (0, height, width, tex.height - height))
-    for x, y, w, h in strips:
-        if w > 0 and h > 0:
-            viewport = (x, y, *depth[:1], w, h, *depth[1:])
-            tex.write(bytes(w * h * max(layers, 1) * texel), viewport=viewport)
-
-
-@dataclass
-class Unblock:
-    """The second draw of a spatially blocked pass: render targets -> the output atlas."""
-
-    program: moderngl.Program
-    vao: moderngl.VertexArray
-    fbo: moderngl.Framebuffer  # the output texture
-    targets: moderngl.TextureArray  # the blocked pass's render targets, one per layer (shared)
-    uniforms: dict
-
-
-@dataclass
-class Pass:
-    """Everything one op needs at run time, resolved at compile time."""
-
-    op: Op
-    program: moderngl.Program
-    vao: moderngl.VertexArray
-    fbo: moderngl.Framebuffer
-    inputs: list[tuple[str, str]]  # (sampler, tensor name)
-    weights: list[tuple[str, moderngl.Texture]]
-    uniforms: dict
-    unblock: Unblock | None = None  # set when the op runs spatially blocked
-    input_buffer: BufferTexture | None = None  # u_input, filled from the input before the draw
-    copy_input: bool = False  # fill it: an earlier pass has not already copied this tensor
 
 
 class Pipeline:
@@ -142,10 +103,10 @@ class Pipeline:
                            self.plan.float_tensors) if precision == "u8" else None
         self.blocking, self.blocked_tensors = self.plan.blocking, self.plan.blocked_tensors
         self.plan.check_sizes(memory_budget_bytes(memory_budget))
-        self.passes, self.textures, self._owner, self._ranges = [], {}, {}, None
-        self._scratch: dict[tuple, moderngl.TextureArray] = {}  # by (size, dtype)
-        self._input_buffers: dict[int, BufferTexture] = {}  # by id of the texture copied
-        self._buffer_holds: dict[int, str] = {}  # input buffer id -> tensor last copied in
+        compiler = Compiler(self.ctx, self.plan, self.shapes, precision, self.u8)
+        self.passes, self._ranges = [], None
+        self.textures, self._owner = compiler.textures, compiler.owner  # filled as made
+        self._scratch, self._input_buffers = compiler.scratch, compiler.input_buffers
         self._pbos: dict[str, moderngl.Buffer] = {}
         self.released, self.timings, self._runs = False, {}, 0
         try:
@@ -153,158 +114,19 @@ class Pipeline:
             # while this thread allocates, compiles and uploads the layers before.
             with ThreadPoolExecutor(2) as pool:
                 weights = pool.map(methodcaller("all_textures"), self.ops)
-                self._ranges = self._ranges_texture()
-                self.textures, self._owner = self._allocate(self.plan.texture_of)
+                self._ranges = compiler.ranges_texture()
+                compiler.allocate(self.plan.texture_of)
                 for name in graph.outputs:  # run(readback="async") downloads into these
                     tex = self.textures[name]
                     self._pbos[name] = self.ctx.gl.buffer(
                         reserve=tex.width * tex.height * 4 * DTYPE_BYTES[tex.dtype])
                 for op, data in zip(self.ops, weights):
-                    self.passes.append(self._make_pass(op, data))
+                    self.passes.append(compiler.make_pass(op, data))
             self.ctx.check_error(f"compiling {len(self.ops)} layers")
         except BaseException:
             with contextlib.suppress(moderngl.Error):  # keep the first error, not a lost context's
                 self.release()
             raise
-
-    # --- compile -----------------------------------------------------------------------
-    def _weight_texture(self, data: np.ndarray) -> moderngl.Texture:
-        """An RGBA32F texture holding the (height, width, 4) layout `data` in its corner, its
-        sides never powers of two (layout.texture_side), the margin zero."""
-        height, width = data.shape[:2]
-        tex = self.ctx.gl.texture(self.plan.allocated((width, height)), 4, dtype="f4")
-        tex.write(np.ascontiguousarray(data, np.float32), viewport=(0, 0, width, height))
-        tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
-        tex.repeat_x = tex.repeat_y = False
-        _zero_margin(tex, (width, height))
-        return tex
-
-    def _ranges_texture(self):
-        if self.u8 is None:
-            return None
-        data = self.u8.texture_data()
-        tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
-                                  np.ascontiguousarray(data, np.float32), dtype="f4")
-        tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
-        tex.repeat_x = tex.repeat_y = False
-        return tex
-
-    def shape_uniform(self, name: str) -> tuple[int, int, int, int]:
-        """The ivec4 shaders address tensor `name` with: (C, H, W, cols | u8 id << 16)."""
-        c, h, w, cols = Atlas.of(self.shapes[name]).shape_uniform
-        return c, h, w, cols | (self.u8.ids.get(name, 0) << 16 if self.u8 else 0)
-
-    def _new_texture(self, name: str) -> moderngl.Texture | moderngl.TextureArray:
-        """Storage for tensor `name`: its atlas, or a texture array (`Plan.blocked_tensors`)."""
-        kind, size, layers, dtype = self.plan.storage(name)
-        return self._new_image(size, layers if kind == "blocked" else 0, dtype)
-
-    def _new_image(self, size: tuple[int, int], layers: int = 0, dtype: str | None = None):
-        """A texture (layers=0) or texture array of RGBA texels of moderngl `dtype` (default:
-        the precision's), sampled NEAREST and clamped, as every shader reads texel centres.
-
-        Its sides are layout.texture_side of `size`'s (no power of two, so llvmpipe compiles
-        each program once whatever the tensor sizes); passes draw into the `size` corner
-        (`_framebuffer`), readers address texels by shape, and the margin stays zero.
-        """
-        dtype = dtype or PRECISIONS[self.precision]
-        full = self.plan.allocated(size)
-        tex = (self.ctx.gl.texture_array((*full, layers), 4, dtype=dtype) if layers
-               else self.ctx.gl.texture(full, 4, dtype=dtype))
-        tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
-        tex.repeat_x = tex.repeat_y = False
-        _zero_margin(tex, size, layers)
-        return tex
-
-    def _framebuffer(self, name: str) -> moderngl.Framebuffer:
-        """A framebuffer drawing into the atlas corner of tensor `name`'s texture."""
-        fbo = self.ctx.gl.framebuffer(color_attachments=[self.textures[name]])
-        fbo.viewport = fbo.scissor = (0, 0, *Atlas.of(self.shapes[name]).size)
-        return fbo
-
-    def _allocate(self, plan: dict[str, str]):
-        """The textures of `plan` (filled into self.textures as they are made, so that a
-        failure can release them), and texture id -> the last tensor written to it."""
-        owner = {}
-        for name, first in plan.items():
-            if first == name:
-                self.textures[name] = self._new_texture(name)
-            self.textures[name] = self.textures[first]
-            owner[id(self.textures[name])] = name
-        self.ctx.check_error(f"allocating {len(set(plan.values()))} activation textures")
-        return self.textures, owner
-
-    def _make_pass(self, op: Op, weight_data: dict[str, np.ndarray]) -> Pass:
-        name = op.node.name
-        blocking = self.blocking.get(name)
-        source = self.blocked_tensors.get(op.node.inputs[0]) if op.node.inputs else None
-        program = self.ctx.program(op.shader, self.plan.defines(op, self.blocked_tensors), name)
-        weights = []
-        buffered = self.plan.buffered(op)
-        uniforms = dict(op.all_uniforms())
-        for sampler, data in weight_data.items():
-            if sampler in buffered:  # the layout row by row
-                texels = buffer_texels(*data.shape[:2])
-                weights.append((sampler, self.ctx.buffer_texture(data, texels)))
-                uniforms[sampler + "_width"] = data.shape[1]
-            else:
-                weights.append((sampler, self._weight_texture(data)))
-        inputs = list(zip(op.all_samplers(), op.node.inputs))
-        input_buffer, copy_input = None, False
-        if self.plan.reads_input_buffer(op, self.blocked_tensors):
-            tensor = op.node.inputs[0]
-            input_buffer = self._input_buffer(self.textures[tensor])
-            uniforms["u_input_width"] = input_buffer.width
-            # Passes are made in run order; a tensor's texture is not rewritten while it has
-            # readers left, so its second blocked reader finds it already in the buffer.
-            copy_input = self._buffer_holds.get(id(input_buffer)) != tensor
-            self._buffer_holds[id(input_buffer)] = tensor
-        uniforms["u_out"] = self.shape_uniform(name)
-        for sampler, tensor in inputs:
-            uniforms[sampler + "_shape"] = self.shape_uniform(tensor)
-        if blocking:
-            uniforms["u_block"], uniforms["u_bands"] = blocking.uniform, blocking.band_uniform
-        if source is not None:
-            uniforms["u_in_block"] = source.uniform
-        # Texture units: the inputs', then the weights' (as _draw binds them), u8's ranges.
-        samplers = [s for s, _ in inputs] + list(weight_data)
-        uniforms |= {s: unit for unit, s in enumerate(samplers)} | {"u_ranges": RANGES_UNIT}
-        uniforms = {k: v for k, v in uniforms.items() if k in program}  # drop optimised-out
-        vao = self.ctx.gl.vertex_array(program, [])
-        buffer = {"input_buffer": input_buffer, "copy_input": copy_input}
-        if name in self.blocked_tensors:  # no unblock: the targets are the tensor's layers
-            mrt = self.ctx.layer_framebuffer(self.textures[name], blocking.targets, blocking.size)
-            return Pass(op, program, vao, mrt, inputs, weights, uniforms, **buffer)
-        fbo = self._framebuffer(name)
-        if blocking is None:
-            return Pass(op, program, vao, fbo, inputs, weights, uniforms)
-        unblock = self._make_unblock(name, blocking, fbo)
-        mrt = self.ctx.layer_framebuffer(unblock.targets, blocking.targets, blocking.size)
-        return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock, **buffer)
-
-    def _input_buffer(self, texture: moderngl.Texture) -> BufferTexture:
-        """The buffer texture that `texture` is copied into for the passes reading it as an
-        input buffer (one per texture, shared by the tensors that recycle it; float32 for a
-        float16 texture, plan.INPUT_BUFFER_DTYPE)."""
-        if id(texture) not in self._input_buffers:
-            self._input_buffers[id(texture)] = BufferTexture(
-                self.ctx, texture.size, texture.width * texture.height,
-                INPUT_BUFFER_DTYPE[texture.dtype])
-        return self._input_buffers[id(texture)]
-
-    def _make_unblock(self, name: str, blocking: Blocking, out: moderngl.Framebuffer):
-        """The copy from `blocking`'s render targets (the layers of a texture array shared by
-        every blocked pass of that size: each is read right after it is written) into the atlas
-        behind `out`."""
-        key = (blocking.size, self.plan.dtype(name))
-        if key not in self._scratch:
-            self._scratch[key] = self._new_image(blocking.size, self.plan.scratch_sizes()[key],
-                                                 key[1])
-        program = self.ctx.program("unblock.glsl", blocking.defines | {"CUSTOM_MAIN": 1}, name)
-        uniforms = {"u_out": self.shape_uniform(name), "u_block": blocking.uniform,
-                    "u_bands": blocking.band_uniform, "u_blocks": 0}
-        return Unblock(program, self.ctx.gl.vertex_array(program, []), out,
-                       self._scratch[key], uniforms)
 
     # --- run ---------------------------------------------------------------------------
     @_gl_errors
@@ -380,7 +202,7 @@ class Pipeline:
         level = debug.level()
         for p in self.passes:
             start = time.perf_counter() if level else 0.0
-            self._draw(p)
+            p.draw(self.ctx, self.textures, self._ranges)
             if level:
                 self._debug_pass(p, start, level)
 
@@ -424,29 +246,6 @@ class Pipeline:
             return pack(x.astype(np.float32)).astype(NUMPY_DTYPE[self.textures[name].dtype])
         return np.round(pack(self.u8.encode(name, x)) * 255).astype(np.uint8)
 
-    def _draw(self, p: Pass) -> None:
-        for unit, (_, tensor) in enumerate(p.inputs):
-            self.textures[tensor].use(unit)
-        if p.input_buffer is not None:  # u_input: the input atlas, copied now
-            if p.copy_input:
-                p.input_buffer.copy_from(self.textures[p.inputs[0][1]])
-            p.input_buffer.use(0)
-        for unit, (_, tex) in enumerate(p.weights, len(p.inputs)):
-            tex.use(unit)
-        if self._ranges is not None and "u_ranges" in p.uniforms:
-            self._ranges.use(RANGES_UNIT)
-        self.ctx.set_uniforms(p.program, p.uniforms)
-        p.fbo.use()
-        p.vao.render(moderngl.TRIANGLES, vertices=3)
-        if p.unblock is not None:
-            self._draw_unblock(p.unblock)
-
-    def _draw_unblock(self, u: Unblock) -> None:
-        u.targets.use(0)
-        self.ctx.set_uniforms(u.program, u.uniforms)
-        u.fbo.use()
-        u.vao.render(moderngl.TRIANGLES, vertices=3)
-
     def _debug_pass(self, p: Pass, start: float, level: int) -> None:
         self.ctx.gl.finish()
         ms = (time.perf_counter() - start) * 1e3
@@ -463,7 +262,7 @@ class Pipeline:
         """The GPU texture holding tensor `name` (layout: glcnn.layout), no readback.
 
         The atlas sits in its top-left corner; where a side of the atlas is a power of two
-        the texture is one or a few texels larger (zeros; see `_new_image`), which
+        the texture is one or a few texels larger (zeros; see `Compiler.new_image`), which
         `glcnn.layout.unpack` ignores.
 
         The pipeline's context is made current, so the texture can be used right away; it
@@ -505,7 +304,7 @@ class Pipeline:
     def weight_texture(self, layer: str, sampler: str = "u_weights") -> moderngl.Texture:
         """The weight texture `sampler` of `layer` (e.g. a conv's filter grid), its layout in
         the top-left corner (the op's `all_texture_shapes()` gives its size; the texture may
-        be larger, as `texture` says). A conv's filters are a `glcnn.runtime.context.BufferTexture`
+        be larger, as `texture` says). A conv's filters are a `glcnn.runtime.gl.BufferTexture`
         (the same layout row by row in a buffer texture; it has `write` and `read` as a
         moderngl.Texture) unless they hold more texels than the GL allows in one.
 
@@ -582,35 +381,6 @@ class Pipeline:
     def __repr__(self):
         return (f"Pipeline({len(self.passes)} passes, inputs={self.graph.inputs}, "
                 f"outputs={self.graph.outputs}, {self.precision})")
-
-
-class Readback:
-    """Outputs of one `Pipeline.run(readback="async")` on their way to the CPU.
-
-    The download went into the pipeline's pixel buffer objects when run() returned;
-    `result()` maps them and returns what run() would have. A later run() reuses those
-    buffers, so call result() before running again.
-    """
-
-    def __init__(self, pipeline: Pipeline, run: int, batched: bool):
-        self.pipeline, self.run, self.batched = pipeline, run, batched
-
-    def result(self):
-        """The outputs as numpy, exactly as `run()` returns them.
-
-        Raises:
-            GlcnnError: the pipeline ran again (or was released) since this readback began.
-        """
-        pipe = self.pipeline
-        if pipe.released or pipe._runs != self.run:
-            raise GlcnnError("Readback.result() after the pipeline ran again or was released; "
-                             "the buffers now hold a later run: call result() first")
-        pipe.ctx.activate()
-        return pipe._outputs({name: pipe._from_texels(name, pipe._pbos[name].read())
-                              for name in pipe.graph.outputs}, self.batched)
-
-    def __repr__(self):
-        return f"Readback(run {self.run} of {self.pipeline!r})"
 
 
 def _keep(keep, shapes: dict) -> set:

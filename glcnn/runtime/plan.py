@@ -18,7 +18,7 @@ from ..graph.graph import Graph
 from ..layout import Atlas, Blocking, texture_side
 from ..limits import mib
 from ..ops import Op
-from .context import DTYPE_BYTES
+from .gl import DTYPE_BYTES
 from .precision import TEXTURE_DTYPE, float_tensors
 
 BLOCK_SHAPE = (2, 4)  # (rows, cols) of output pixels per fragment in "blocked" passes
@@ -257,7 +257,7 @@ class Plan:
 
     def allocated(self, size: tuple[int, int]) -> tuple[int, int]:
         """The (width, height) of the texture that holds a `size` layout: no side a power of
-        two (layout.texture_side; Pipeline._new_image)."""
+        two (layout.texture_side; Compiler.new_image)."""
         limit = self.ctx.max_texture_size
         return texture_side(size[0], limit), texture_side(size[1], limit)
 

@@ -25,7 +25,7 @@ class ChannelMinMax:
     """Computes per-channel (min, max) of atlas textures on a glcnn.Context.
 
     `shape_uniform` of a source may carry a tensor id for u8 storage (see
-    Pipeline.shape_uniform); the reduction then decodes stored values first.
+    runtime.compiler.Compiler.shape_uniform); the reduction then decodes stored values first.
     """
 
     def __init__(self, ctx, defines=None):
