@@ -25,6 +25,30 @@ os.environ["GLCNN_CACHE_DIR"] = tempfile.mkdtemp(prefix="glcnn-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GLCNN_CACHE_DIR"], ignore_errors=True)
 
 
+GL_FIXTURES = {"ctx", "_session_ctx", "display"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark `gl` every test that takes a GL fixture (`pytest -m "not gl"` runs the GL-free
+    ones); modules that make contexts themselves carry `pytestmark = pytest.mark.gl`."""
+    for item in items:
+        if GL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.gl)
+
+
+@pytest.fixture(autouse=True)
+def _gl_only_when_marked(request, monkeypatch):
+    """A test not marked `gl` that makes a GL context fails, so the marker stays true."""
+    if request.node.get_closest_marker("gl") is None:
+        def refuse(*args, **kwargs):
+            raise AssertionError(f"{request.node.nodeid} uses a GL context but is not marked "
+                                 "gl (take the ctx fixture or set pytestmark)")
+        monkeypatch.setattr("glcnn.runtime.context._create", refuse)
+        monkeypatch.setattr("glcnn.runtime.context.Context.default", refuse)
+        monkeypatch.setattr("moderngl.create_context", refuse)
+    yield
+
+
 @pytest.fixture(scope="session")
 def _session_ctx():
     try:

@@ -4,10 +4,12 @@ Error metric: max |glcnn − reference| / max(1, max |reference|), so tolerances
 "relative to the output's scale" and stay meaningful for tiny or huge outputs.
 """
 
+import copy
+
 import numpy as np
 
 import glcnn
-from glcnn.graph import Graph, Node, reference
+from glcnn.graph import Graph, Node, passes, reference
 from glcnn.layout import Atlas
 from glcnn.runtime.precision import TOLERANCE
 
@@ -105,3 +107,49 @@ def atlas_texels(tex, shape) -> np.ndarray:
     width, height = Atlas.of(shape).size
     assert not raw[height:].any() and not raw[:, width:].any(), "texels past the atlas written"
     return raw[:height, :width].astype(np.float32)
+
+
+# --- graphs for the pass tests (tests/graph/test_passes.py and the op tests) ----------
+RNG_SEED = 7
+
+
+def conv_node(name, x, ci, co, k=3, group=1, transposed=False, bias=True, seed=0, **attrs):
+    """A Conv (or ConvTranspose) node with random weights; pads default to 'same'-ish."""
+    rng = np.random.default_rng(seed)
+    shape = (ci, co // group, k, k) if transposed else (co, ci // group, k, k)
+    weights = {"W": rng.standard_normal(shape).astype(np.float32) / np.sqrt(ci * k * k / group)}
+    if bias:
+        weights["B"] = rng.standard_normal(co).astype(np.float32)
+    attrs = {"pads": [k // 2] * 4, "group": group} | attrs
+    return Node("ConvTranspose" if transposed else "Conv", name, [x], attrs, weights)
+
+
+def signature(graph):
+    """Node ops with their fused parts, e.g. ['Conv+Add+Relu', 'Add', 'LeakyRelu+Conv']."""
+    return [(f"{n.attrs['input_activation']['op']}+" if n.attrs.get("input_activation") else "")
+            + n.op + ("+Add" if n.attrs.get("residual") else "")
+            + (f"+{n.attrs['activation']['op']}" if n.attrs.get("activation") else "")
+            for n in graph.nodes]
+
+
+def _feeds(graph, precision, seed=RNG_SEED):
+    rng = np.random.default_rng(seed)
+    return {k: storable(rng.standard_normal(s), precision) for k, s in graph.inputs.items()}
+
+
+def optimised_matches_original(ctx, graph, precision="fp32", optimise=passes.optimize,
+                               strategy=None):
+    """GPU run of optimise(copy of graph) vs reference of `graph`; returns the new graph."""
+    feeds = _feeds(graph, precision)
+    ref = reference.run(graph, feeds)
+    optimised = optimise(copy.deepcopy(graph))
+    optimised.validate()
+    assert optimised.outputs == graph.outputs
+    with glcnn.Pipeline(optimised, ctx, precision=precision, strategy=strategy) as pipe:
+        assert len(pipe.passes) == len(optimised.nodes)
+        ys = pipe.run(feeds)
+    ys = ys if isinstance(ys, dict) else {graph.outputs[0]: ys}
+    for name in graph.outputs:
+        assert_close(ys[name], ref[name], precision,
+                     f"output {name!r} of {signature(optimised)} vs original {graph!r}")
+    return optimised

@@ -1,7 +1,8 @@
 """The ONNX operator conformance cases shipped in the onnx==1.22.0 wheel, ready for glcnn.
 
 Each case is `onnx/backend/test/data/node/<name>/model.onnx` plus `test_data_set_*/`
-holding `input_<i>.pb` and `output_<i>.pb`. GL-free: used by tests/test_onnx_conformance.py.
+holding `input_<i>.pb` and `output_<i>.pb`. GL-free: used by
+tests/importers/test_onnx_conformance.py.
 
 glcnn takes weights and op parameters when a model is loaded, not per run, so a graph input
 that only feeds a parameter slot (a Conv's W, Resize's scales, Clip's min/max, Pad's pads,

@@ -1,5 +1,5 @@
 """Drive the live viewer through every binding of glcnn.viewer.window.KEYS, for
-tests/test_viewer.py.
+tests/viewer/test_viewer.py.
 
     python tests/viewer_keys.py OUT_DIR        (under a display, e.g. Xvfb)
 

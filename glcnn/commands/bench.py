@@ -137,7 +137,7 @@ def time_layers(pipe, feeds: dict, settings: Settings) -> list[dict]:
         for p, times in zip(pipe.passes, per_pass):
             gl.finish()
             start = time.perf_counter()
-            pipe._draw(p)  # the pipeline's own draw of one pass
+            pipe.draw(p)  # the pipeline's own draw of one pass
             gl.finish()
             times.append((time.perf_counter() - start) * 1e3)
     measure(every_pass, Settings(settings.runs, 0, settings.budget))

@@ -202,9 +202,13 @@ class Pipeline:
         level = debug.level()
         for p in self.passes:
             start = time.perf_counter() if level else 0.0
-            p.draw(self.ctx, self.textures, self._ranges)
+            self.draw(p)
             if level:
                 self._debug_pass(p, start, level)
+
+    def draw(self, p: Pass) -> None:
+        """Draw pass `p` (one of `passes`) alone, as `execute` draws each; e.g. to time it."""
+        p.draw(self.ctx, self.textures, self._ranges)
 
     def _feeds(self, inputs, named) -> dict:
         feeds = dict(named)

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import PRECISIONS, check_op, random_inputs
+from helpers import PRECISIONS, check_op, optimised_matches_original, random_inputs, signature
 from ort_node import run_node
-from test_passes import _signature, optimised_matches_original
 
 import glcnn
 from glcnn.graph import Graph, Node, reference
@@ -77,7 +76,7 @@ SPLITS = [  # (op, attrs, input shape, ops after optimize)
 def test_optimised_reduction(ctx, op, attrs, shape, after, precision):
     graph = Graph({"x": shape}, [Node(op, "y", ["x"], dict(attrs))], ["y"])
     optimised = optimised_matches_original(ctx, graph, precision)
-    assert _signature(optimised) == after
+    assert signature(optimised) == after
     assert optimised.nodes[-1].name == "y"
     if len(after) == 2:
         assert optimised.nodes[0].attrs["axes"] == [3] and optimised.nodes[1].attrs["axes"] == [2]

@@ -8,7 +8,7 @@ import pytest
 import glcnn
 from glcnn.graph import models, reference
 
-SHIPPED = Path(__file__).resolve().parents[1] / "weights"
+SHIPPED = Path(__file__).resolve().parents[2] / "weights"
 
 
 def _state(graph):

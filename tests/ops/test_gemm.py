@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import PRECISIONS, check_op, random_inputs
+from helpers import PRECISIONS, check_op, optimised_matches_original, random_inputs, signature
 from ort_node import run_node
-from test_passes import _signature, optimised_matches_original
 
 import glcnn
 from glcnn.graph import Graph, Node, passes, reference
@@ -75,7 +74,7 @@ def test_gemm_activation_fuses(ctx, activation):
     graph = Graph({"x": (20, 1, 1)}, [
         Node("Gemm", "fc", ["x"], {"transB": 1}, {"B": _matrix(7, 20), "C": _bias("N", 7)}),
         Node(activation, "act", ["fc"])], ["act"])
-    assert _signature(optimised_matches_original(ctx, graph)) == [f"Gemm+{activation}"]
+    assert signature(optimised_matches_original(ctx, graph)) == [f"Gemm+{activation}"]
 
 
 # --- the weight layout and texture limits ------------------------------------------------------

@@ -189,7 +189,7 @@ def npz_seeds() -> list[bytes]:
 
 def tfjs_seeds() -> list[dict[str, bytes]]:
     """TF.js fixtures (tests/data/tfjs): model.json and its shards, by file name."""
-    root = Path(__file__).parent / "data" / "tfjs"
+    root = Path(__file__).resolve().parents[1] / "data" / "tfjs"
     return [{f.name: f.read_bytes() for f in sorted((root / name).iterdir())
              if f.name == "model.json" or f.suffix == ".bin"} for name in TFJS_SEEDS]
 

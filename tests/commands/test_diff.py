@@ -30,7 +30,7 @@ from glcnn.graph import Graph, Node, models, reference
 from glcnn.graph.passes import optimize
 from glcnn.viewer.bending import write_changed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AUTOENCODER = ROOT / "weights/autoencoder.npz"
 COFFEE = ROOT / "demos/data/coffee_128.png"
 # The ONNX model's glcnn layers after optimize, in order, with their fused parts.

@@ -16,6 +16,8 @@ from glcnn.graph.builder import Builder
 from glcnn.graph.reference import run as reference
 from glcnn.resources import shader_text
 
+pytestmark = pytest.mark.gl  # makes its own GL contexts
+
 
 def _graphs():
     """Two small models of different kinds: conv/convT autoencoder; conv, residual add and
@@ -112,7 +114,7 @@ def test_wrapped_moderngl_context_shares_one_program_cache(ctx, graphs):
 
 
 def test_driver_is_the_one_asked_for(ctx):
-    """Under the driver matrix (tests/test_drivers.py), the context really is that driver,
+    """Under the driver matrix (tests/runtime/test_drivers.py), the context really is that driver,
     at the GL version and limits asked for: a matrix run on the wrong driver proves nothing."""
     expected = os.environ.get("GLCNN_EXPECT_DRIVER")
     gallium = os.environ.get("GALLIUM_DRIVER")

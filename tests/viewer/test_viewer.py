@@ -19,7 +19,7 @@ from glcnn.viewer.display import mosaic_grid
 from glcnn.viewer.sources import SyntheticSource
 from glcnn.viewer.window import GAP, KEYS, PANEL, panel_rect
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "weights" / "autoencoder.npz"
 WINDOW = (4 * PANEL + 5 * GAP, PANEL + 2 * GAP)
 

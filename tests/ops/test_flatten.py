@@ -5,9 +5,15 @@ import copy
 
 import numpy as np
 import pytest
-from helpers import PRECISIONS, check_op, random_inputs
+from helpers import (
+    PRECISIONS,
+    check_op,
+    conv_node,
+    optimised_matches_original,
+    random_inputs,
+    signature,
+)
 from ort_node import run_node
-from test_passes import _conv, _signature, optimised_matches_original
 
 import glcnn
 from glcnn.graph import Graph, Node, passes, reference
@@ -53,7 +59,7 @@ def test_vector_flatten_is_absorbed_by_its_producer(ctx):
         Node("Gemm", "fc", ["flat"], {"transB": 1}, {"B": np.ones((3, 6), np.float32)})],
         ["fc"])
     optimised = optimised_matches_original(ctx, graph)
-    assert _signature(optimised) == ["GlobalAveragePool", "Gemm"]
+    assert signature(optimised) == ["GlobalAveragePool", "Gemm"]
     assert optimised.nodes[0].name == "flat"
 
 
@@ -62,14 +68,14 @@ def test_identity_reshape_of_a_graph_input_is_rewired(ctx):
         Node("Reshape", "r", ["x"], {"shape": [1, -1]}),
         Node("Softmax", "s", ["r"], {"axis": 1})], ["s"])
     optimised = optimised_matches_original(ctx, graph)
-    assert _signature(optimised) == ["Softmax"] and optimised.nodes[0].inputs == ["x"]
+    assert signature(optimised) == ["Softmax"] and optimised.nodes[0].inputs == ["x"]
 
 
 def test_reshapes_that_move_texels_or_are_outputs_stay(ctx):
     graph = Graph({"x": (3, 4, 5)}, [
-        _conv("conv", "x", 3, 8), Node("Flatten", "flat", ["conv"]),
+        conv_node("conv", "x", 3, 8), Node("Flatten", "flat", ["conv"]),
         Node("Reshape", "same", ["x"], {"shape": [1, 3, 4, 5]})], ["flat", "same"])
-    assert _signature(optimised_matches_original(ctx, graph)) == ["Conv", "Flatten", "Reshape"]
+    assert signature(optimised_matches_original(ctx, graph)) == ["Conv", "Flatten", "Reshape"]
 
 
 # --- the reference (GL-free) ----------------------------------------------------------------------

@@ -2,7 +2,7 @@
 `glcnn.load(path, precision="u8", calibration=x)`, and the tensors u8 keeps in float.
 
 Each model is calibrated on the very input it runs, so what is measured is 8-bit storage,
-not how well samples cover an input (tests/test_precision.py covers that). Models whose
+not how well samples cover an input (tests/runtime/test_precision.py covers that). Models whose
 output is a (C, 1, 1) vector (MobileNetV2, ResNet) come out nearly exact that way: each
 output channel's calibrated range is then that one value, widened by the margin.
 """

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from glcnn.commands.docs import ops_table, with_ops_table
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_ops_table_matches_registry():

@@ -12,7 +12,7 @@ from glcnn.graph.builder import Builder
 from glcnn.graph.passes import optimize
 from glcnn.runtime.precision import TOLERANCE
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
 def scaled_error(y, ref):

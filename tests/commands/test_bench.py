@@ -20,6 +20,8 @@ from glcnn.commands.torch_runner import TorchRunner
 from glcnn.graph import Graph, Node, models, passes, reference
 from glcnn.runtime.precision import TOLERANCE
 
+pytestmark = pytest.mark.gl  # makes its own GL contexts
+
 # The torch runner computes in float32 (oneDNN kernels), the reference in float64.
 RUNNER_TOLERANCE = 1e-5
 QUICK = Settings(runs=2, warmup=1, budget=1.0, load_times=False, settle=0)

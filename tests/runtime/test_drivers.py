@@ -14,7 +14,7 @@ below runs, in subprocesses started side by side, on
 The subset covers every shader variant: direct, blocked, in-place, buffer and no-buffer
 weights and inputs, transposed, every op, each precision, and seven whole models. Each
 subprocess first checks that it got the driver and limits it asked for
-(tests/test_contexts.py::test_driver_is_the_one_asked_for). zink over lavapipe would be a
+(tests/runtime/test_contexts.py::test_driver_is_the_one_asked_for). zink over lavapipe would be a
 third driver, but on Mesa 22.3 it does not come up with surfaceless EGL (README "Drivers").
 """
 
@@ -25,20 +25,20 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.gl  # GL in its subprocesses
+
+REPO = Path(__file__).resolve().parents[2]
 SMALL_LIMITS = "texture=4096,buffer=65536,draw_buffers=8,attachments=8,units=16,layers=256"
 DRIVERS = {
     "softpipe": {"GALLIUM_DRIVER": "softpipe"},
     "gl33-small-limits": {"GALLIUM_DRIVER": "llvmpipe", "MESA_GL_VERSION_OVERRIDE": "3.3",
                           "MESA_GLSL_VERSION_OVERRIDE": "330", "GLCNN_GL_LIMITS": SMALL_LIMITS},
 }
-SUBSET = [
-    "tests/test_contexts.py", "tests/test_layout.py", "tests/test_conv.py", "tests/test_ops.py",
-    "tests/test_concat.py", "tests/test_pool.py", "tests/test_resize.py", "tests/test_pad.py",
-    "tests/test_instancenorm.py", "tests/test_softmax.py", "tests/test_gemm.py",
-    "tests/test_reduce.py", "tests/test_depth_to_space.py", "tests/test_flatten.py",
-    "tests/test_precision.py", "tests/test_model_matrix.py",
-]
+OPS = ("conv", "ops", "concat", "pool", "resize", "pad", "instancenorm", "softmax", "gemm",
+       "reduce", "depth_to_space", "flatten")
+SUBSET = ["tests/runtime/test_contexts.py", "tests/test_layout.py",
+          *(f"tests/ops/test_{name}.py" for name in OPS),
+          "tests/runtime/test_precision.py", "tests/runtime/test_model_matrix.py"]
 TIMEOUT = 1800  # s per driver; softpipe takes about ... of it (README "Drivers")
 
 

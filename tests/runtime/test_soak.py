@@ -33,7 +33,7 @@ from glcnn.viewer.display import Display
 from glcnn.viewer.sources import SyntheticSource
 from glcnn.viewer.window import FrameInput
 
-MODEL = Path(__file__).resolve().parents[1] / "weights" / "autoencoder.npz"
+MODEL = Path(__file__).resolve().parents[2] / "weights" / "autoencoder.npz"
 SOAK_FRAMES = int(os.environ.get("GLCNN_SOAK_FRAMES", "10000"))
 SIZE = int(os.environ.get("GLCNN_SOAK_SIZE", "4"))
 WARMUP = 1000

@@ -8,9 +8,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 from gl_census import census
-from helpers import PRECISIONS, assert_close, check_op, random_inputs, storable
+from helpers import (
+    PRECISIONS,
+    assert_close,
+    check_op,
+    conv_node,
+    optimised_matches_original,
+    random_inputs,
+    signature,
+    storable,
+)
 from ort_node import run_node
-from test_passes import _conv, _signature, optimised_matches_original
 
 import glcnn
 from glcnn.graph import Graph, Node, passes, reference
@@ -66,14 +74,14 @@ EXPANSIONS = [  # (input shape, nodes after optimize)
                          ids=["c{}-{}x{}".format(*e[0]) for e in EXPANSIONS])
 def test_optimised_instancenorm(ctx, shape, after, precision):
     optimised = optimised_matches_original(ctx, _graph(shape, epsilon=1e-3), precision)
-    assert _signature(optimised) == after
+    assert signature(optimised) == after
     assert optimised.nodes[-1].name == "norm"
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_instancenorm_relu_fuses_into_the_normalise_pass(ctx, precision):
     optimised = optimised_matches_original(ctx, _graph((6, 12, 10), then="Relu"), precision)
-    assert _signature(optimised)[-1] == "InstanceNormApply+Relu"
+    assert signature(optimised)[-1] == "InstanceNormApply+Relu"
     assert optimised.nodes[-1].name == "act"
 
 
@@ -120,7 +128,7 @@ def test_large_mean_small_variance_fp32(ctx, shape, optimise):
 @pytest.mark.parametrize("optimise", [False, True], ids=["as-is", "optimised"])
 def test_conv_instancenorm_relu_chain(ctx, optimise):
     shape = (3, 20, 18)
-    conv = _conv("conv", "x", 3, 8)
+    conv = conv_node("conv", "x", 3, 8)
     nodes = [conv, Node("InstanceNormalization", "norm", ["conv"], {}, _weights(8)),
              Node("Relu", "act", ["norm"])]
     graph = Graph({"x": shape}, nodes, ["act"])

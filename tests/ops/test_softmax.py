@@ -8,9 +8,17 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import PRECISIONS, assert_close, atlas_texels, check_op, random_inputs, storable
+from helpers import (
+    PRECISIONS,
+    assert_close,
+    atlas_texels,
+    check_op,
+    optimised_matches_original,
+    random_inputs,
+    signature,
+    storable,
+)
 from ort_node import run_node
-from test_passes import _signature, optimised_matches_original
 
 import glcnn
 from glcnn.graph import Graph, Node, passes, reference
@@ -68,7 +76,7 @@ EXPANSIONS = [  # (input shape, ops after optimize)
 def test_optimised_softmax(ctx, shape, after, precision):
     graph = Graph({"x": shape}, [Node("Softmax", "y", ["x"], {"axis": 1})], ["y"])
     optimised = optimised_matches_original(ctx, graph, precision)
-    assert _signature(optimised) == after and optimised.nodes[-1].name == "y"
+    assert signature(optimised) == after and optimised.nodes[-1].name == "y"
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
@@ -77,7 +85,7 @@ def test_optimised_softmax_of_large_logits(ctx, precision):
     x = (np.random.default_rng(4).standard_normal((300, 2, 3)) * 30 + 900).astype(np.float32)
     graph = Graph({"x": x.shape}, [Node("Softmax", "y", ["x"], {"axis": 1})], ["y"])
     optimised = passes.optimize(copy.deepcopy(graph))
-    assert _signature(optimised) == ["SoftmaxStats", "SoftmaxApply"]
+    assert signature(optimised) == ["SoftmaxStats", "SoftmaxApply"]
     x = storable(x, precision)
     with glcnn.Pipeline(optimised, ctx, precision=precision) as pipe:
         y = pipe.run(x)

@@ -13,7 +13,7 @@ from torch_models import Autoencoder, DCGANGenerator
 import glcnn
 from glcnn.graph import models
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _t(x):

@@ -222,5 +222,5 @@ def test_invalid_node(op, attrs, weights, shapes, error, message):
 def test_ops_under_test_are_registered():
     """Guards against renames: each op tested here and in test_conv.py is in the registry."""
     tested = {a[0] for a in ACTIVATIONS} | {"BatchNormalization", "Add", "Mul", "Slice"}
-    tested |= {"Conv", "ConvTranspose"}  # tests/test_conv.py
+    tested |= {"Conv", "ConvTranspose"}  # tests/ops/test_conv.py
     assert tested <= set(REGISTRY), f"not registered: {tested - set(REGISTRY)}"

@@ -8,23 +8,15 @@ import copy
 
 import numpy as np
 import pytest
-from helpers import PRECISIONS, assert_close, storable
+from helpers import (
+    PRECISIONS,
+    _feeds,
+    conv_node,
+    optimised_matches_original,
+    signature,
+)
 
-import glcnn
 from glcnn.graph import Graph, Node, passes, reference
-
-RNG_SEED = 7
-
-
-def _conv(name, x, ci, co, k=3, group=1, transposed=False, bias=True, seed=0, **attrs):
-    """A Conv (or ConvTranspose) node with random weights; pads default to 'same'-ish."""
-    rng = np.random.default_rng(seed)
-    shape = (ci, co // group, k, k) if transposed else (co, ci // group, k, k)
-    weights = {"W": rng.standard_normal(shape).astype(np.float32) / np.sqrt(ci * k * k / group)}
-    if bias:
-        weights["B"] = rng.standard_normal(co).astype(np.float32)
-    attrs = {"pads": [k // 2] * 4, "group": group} | attrs
-    return Node("ConvTranspose" if transposed else "Conv", name, [x], attrs, weights)
 
 
 def _bn(name, x, c, seed=1):
@@ -37,37 +29,6 @@ def _bn(name, x, c, seed=1):
 
 def _act(name, x, op="Relu", **attrs):
     return Node(op, name, [x], attrs)
-
-
-def _signature(graph):
-    """Node ops with their fused parts, e.g. ['Conv+Add+Relu', 'Add', 'LeakyRelu+Conv']."""
-    return [(f"{n.attrs['input_activation']['op']}+" if n.attrs.get("input_activation") else "")
-            + n.op + ("+Add" if n.attrs.get("residual") else "")
-            + (f"+{n.attrs['activation']['op']}" if n.attrs.get("activation") else "")
-            for n in graph.nodes]
-
-
-def _feeds(graph, precision, seed=RNG_SEED):
-    rng = np.random.default_rng(seed)
-    return {k: storable(rng.standard_normal(s), precision) for k, s in graph.inputs.items()}
-
-
-def optimised_matches_original(ctx, graph, precision="fp32", optimise=passes.optimize,
-                               strategy=None):
-    """GPU run of optimise(copy of graph) vs reference of `graph`; returns the new graph."""
-    feeds = _feeds(graph, precision)
-    ref = reference.run(graph, feeds)
-    optimised = optimise(copy.deepcopy(graph))
-    optimised.validate()
-    assert optimised.outputs == graph.outputs
-    with glcnn.Pipeline(optimised, ctx, precision=precision, strategy=strategy) as pipe:
-        assert len(pipe.passes) == len(optimised.nodes)
-        ys = pipe.run(feeds)
-    ys = ys if isinstance(ys, dict) else {graph.outputs[0]: ys}
-    for name in graph.outputs:
-        assert_close(ys[name], ref[name], precision,
-                     f"output {name!r} of {_signature(optimised)} vs original {graph!r}")
-    return optimised
 
 
 # --- fold_batchnorm ---------------------------------------------------------------------------
@@ -89,16 +50,16 @@ FOLDS = [  # (id, ci, co, group, transposed, bias)
 def test_fold_batchnorm(ctx, ci, co, group, transposed, bias, precision):
     strides = {"strides": [2, 2]} if transposed else {}
     graph = Graph({"x": (ci, 6, 5)}, [
-        _conv("conv", "x", ci, co, group=group, transposed=transposed, bias=bias, **strides),
+        conv_node("conv", "x", ci, co, group=group, transposed=transposed, bias=bias, **strides),
         _bn("bn", "conv", co)], ["bn"])
     folded = optimised_matches_original(ctx, graph, precision, passes.fold_batchnorm)
-    assert _signature(folded) == ["ConvTranspose" if transposed else "Conv"]
+    assert signature(folded) == ["ConvTranspose" if transposed else "Conv"]
     assert folded.nodes[0].name == "bn" and "B" in folded.nodes[0].weights
 
 
 def test_fold_batchnorm_is_exact_in_the_reference():
     """GL-free: the folded weights give the unfolded result to float32 rounding."""
-    graph = Graph({"x": (6, 5, 5)}, [_conv("c", "x", 6, 9, group=3, transposed=True),
+    graph = Graph({"x": (6, 5, 5)}, [conv_node("c", "x", 6, 9, group=3, transposed=True),
                                      _bn("bn", "c", 9)], ["bn"])
     feeds = _feeds(graph, "fp32")
     folded = passes.fold_batchnorm(copy.deepcopy(graph))
@@ -108,7 +69,7 @@ def test_fold_batchnorm_is_exact_in_the_reference():
 
 # --- fuse_residual_add ------------------------------------------------------------------------
 def _residual_graph(order):
-    convs = [_conv("conv", "x", 4, 4)]
+    convs = [conv_node("conv", "x", 4, 4)]
     add = Node("Add", "add", ["conv", "x"] if order == "conv-first" else ["x", "conv"])
     return Graph({"x": (4, 5, 6)}, convs + [add], ["add"])
 
@@ -118,7 +79,7 @@ def _residual_graph(order):
 def test_fuse_residual_add(ctx, order, precision):
     graph = _residual_graph(order)
     fused = optimised_matches_original(ctx, graph, precision, passes.fuse_residual_add)
-    assert _signature(fused) == ["Conv+Add"]
+    assert signature(fused) == ["Conv+Add"]
     assert fused.nodes[0].inputs == ["x", "x"] and fused.nodes[0].name == "add"
 
 
@@ -131,33 +92,33 @@ def test_fuse_residual_add_into_instancenorm(ctx, precision, expand):
     norm = Node("InstanceNormalization", "norm", ["conv"], {},
                 {"scale": rng.uniform(0.5, 2, 4).astype(np.float32),
                  "B": rng.standard_normal(4).astype(np.float32)})
-    graph = Graph({"x": (4, 5, 6)}, [_conv("conv", "x", 4, 4), norm,
+    graph = Graph({"x": (4, 5, 6)}, [conv_node("conv", "x", 4, 4), norm,
                                      Node("Add", "add", ["norm", "x"])], ["add"])
     optimise = passes.fuse_residual_add
     if expand:
         optimise = lambda g: passes.fuse_residual_add(passes.expand_reductions(g))  # noqa: E731
     fused = optimised_matches_original(ctx, graph, precision, optimise)
-    assert _signature(fused)[-1].endswith("+Add") and "Add" not in _signature(fused)
+    assert signature(fused)[-1].endswith("+Add") and "Add" not in signature(fused)
     assert fused.nodes[-1].inputs[-1] == "x" and fused.nodes[-1].name == "add"
 
 
 def test_fuse_residual_add_of_two_convs_fuses_the_later_one(ctx):
     graph = Graph({"x": (3, 5, 5)}, [
-        _conv("a", "x", 3, 5, seed=1), _conv("b", "x", 3, 5, seed=2),
+        conv_node("a", "x", 3, 5, seed=1), conv_node("b", "x", 3, 5, seed=2),
         Node("Add", "sum", ["a", "b"])], ["sum"])
     fused = optimised_matches_original(ctx, graph)
-    assert _signature(fused) == ["Conv", "Conv+Add"]
+    assert signature(fused) == ["Conv", "Conv+Add"]
     assert fused.nodes[1].inputs == ["x", "a"]
 
 
 # --- fuse_activations -------------------------------------------------------------------------
 HOSTS = {
-    "Conv": lambda: [_conv("host", "x", 5, 5)],
-    "ConvTranspose": lambda: [_conv("host", "x", 5, 5, transposed=True, strides=[2, 1])],
+    "Conv": lambda: [conv_node("host", "x", 5, 5)],
+    "ConvTranspose": lambda: [conv_node("host", "x", 5, 5, transposed=True, strides=[2, 1])],
     "BatchNormalization": lambda: [_bn("host", "x", 5)],
     "Add": lambda: [Node("Add", "host", ["x"], {}, {"B": np.arange(5, dtype=np.float32)})],
     "Mul": lambda: [Node("Mul", "host", ["x", "x"])],
-    "Concat": lambda: [_conv("a", "x", 5, 2), _conv("b", "x", 5, 3, seed=1),
+    "Concat": lambda: [conv_node("a", "x", 5, 2), conv_node("b", "x", 5, 3, seed=1),
                        Node("Concat", "host", ["a", "b"], {"axis": 1})],
     "Pad": lambda: [Node("Pad", "host", ["x"], {"mode": "reflect",
                                                 "pads": [0, 0, 1, 2, 0, 0, 2, 1]})],
@@ -166,7 +127,7 @@ HOSTS = {
                                                         "strides": [2, 2]})],
     "AveragePool": lambda: [Node("AveragePool", "host", ["x"], {"kernel_shape": [3, 3],
                                                                 "pads": [1, 1, 1, 1]})],
-    "DepthToSpace": lambda: [_conv("c", "x", 5, 20),
+    "DepthToSpace": lambda: [conv_node("c", "x", 5, 20),
                              Node("DepthToSpace", "host", ["c"], {"blocksize": 2})],
 }
 FUSED_ACTS = [
@@ -185,7 +146,7 @@ def test_fuse_activation(ctx, host, act, attrs, weights):
     graph = Graph({"x": (5, 4, 7)}, HOSTS[host]() + [Node(act, "act", ["host"], attrs,
                                                           dict(weights))], ["act"])
     fused = optimised_matches_original(ctx, graph, optimise=passes.fuse_activations)
-    assert _signature(fused)[-1] == f"{host}+{act}" and len(fused.nodes) == len(graph.nodes) - 1
+    assert signature(fused)[-1] == f"{host}+{act}" and len(fused.nodes) == len(graph.nodes) - 1
     assert fused.nodes[-1].attrs["activation"] == {"op": act, **attrs}
 
 
@@ -194,12 +155,12 @@ def test_fuse_activation(ctx, host, act, attrs, weights):
 # (CG = 4), a strided transposed conv, a 5x5 depthwise conv (blocked) and a 3x3 one (direct
 # only: too little work per pixel to block).
 INPUT_ACT_CONVS = [
-    ("conv-c8", lambda: _conv("b", "act", 8, 8, seed=3)),
-    ("conv-c4-s2", lambda: _conv("b", "act", 8, 8, seed=3, group=2, strides=[2, 2])),
-    ("convT-s2", lambda: _conv("b", "act", 8, 4, k=4, transposed=True, seed=3, strides=[2, 2],
+    ("conv-c8", lambda: conv_node("b", "act", 8, 8, seed=3)),
+    ("conv-c4-s2", lambda: conv_node("b", "act", 8, 8, seed=3, group=2, strides=[2, 2])),
+    ("convT-s2", lambda: conv_node("b", "act", 8, 4, k=4, transposed=True, seed=3, strides=[2, 2],
                                pads=[1, 1, 1, 1])),
-    ("depthwise-k5", lambda: _conv("b", "act", 8, 8, k=5, group=8, seed=3)),
-    ("depthwise-k3", lambda: _conv("b", "act", 8, 8, group=8, seed=3)),
+    ("depthwise-k5", lambda: conv_node("b", "act", 8, 8, k=5, group=8, seed=3)),
+    ("depthwise-k3", lambda: conv_node("b", "act", 8, 8, group=8, seed=3)),
 ]
 INPUT_ACTS = [("Relu", {}), ("LeakyRelu", {"alpha": 0.2})]
 
@@ -211,38 +172,38 @@ INPUT_ACTS = [("Relu", {}), ("LeakyRelu", {"alpha": 0.2})]
                          ids=[c[0] for c in INPUT_ACT_CONVS])
 def test_input_activation_runs_in_the_conv(ctx, make, act, attrs, precision, strategy):
     # A U-Net down step: "a" is needed as it is (here: an output), its activation only by "b".
-    graph = Graph({"x": (8, 9, 10)}, [_conv("a", "x", 8, 8, seed=1),
+    graph = Graph({"x": (8, 9, 10)}, [conv_node("a", "x", 8, 8, seed=1),
                                       _act("act", "a", act, **attrs), make()], ["a", "b"])
     fused = optimised_matches_original(ctx, graph, precision, strategy=strategy)
-    assert _signature(fused) == ["Conv", f"{act}+{graph.nodes[-1].op}"]
+    assert signature(fused) == ["Conv", f"{act}+{graph.nodes[-1].op}"]
     assert fused.nodes[-1].inputs[0] == "a"
 
 
 def test_input_activation_shared_by_two_convs(ctx):
     graph = Graph({"x": (8, 6, 6)}, [
-        _conv("a", "x", 8, 8, seed=1), _act("act", "a", "LeakyRelu", alpha=0.1),
-        _conv("b", "act", 8, 4, seed=2), _conv("c", "act", 8, 8, k=1, seed=3),
+        conv_node("a", "x", 8, 8, seed=1), _act("act", "a", "LeakyRelu", alpha=0.1),
+        conv_node("b", "act", 8, 4, seed=2), conv_node("c", "act", 8, 8, k=1, seed=3),
         Node("Concat", "cat", ["a", "b", "c"], {"axis": 1})], ["cat"])
     fused = optimised_matches_original(ctx, graph)
-    assert _signature(fused) == ["Conv", "LeakyRelu+Conv", "LeakyRelu+Conv", "Concat"]
+    assert signature(fused) == ["Conv", "LeakyRelu+Conv", "LeakyRelu+Conv", "Concat"]
 
 
 def _input_activation_also_read_by_add():
     return Graph({"x": (8, 6, 6)}, [
-        _conv("a", "x", 8, 8, seed=1), _act("act", "a"), _conv("b", "act", 8, 8, seed=2),
+        conv_node("a", "x", 8, 8, seed=1), _act("act", "a"), conv_node("b", "act", 8, 8, seed=2),
         Node("Add", "sum", ["b", "act"]), Node("Concat", "cat", ["a", "sum"], {"axis": 1})],
         ["cat"])
 
 
 def _input_activation_of_a_generic_conv():  # groups of 3 channels: lanes gather one by one
     return Graph({"x": (6, 6, 6)}, [
-        _conv("a", "x", 6, 6, seed=1), _act("act", "a"), _conv("b", "act", 6, 6, group=2),
+        conv_node("a", "x", 6, 6, seed=1), _act("act", "a"), conv_node("b", "act", 6, 6, group=2),
         Node("Concat", "cat", ["a", "b"], {"axis": 1})], ["cat"])
 
 
 def _input_sigmoid():  # f(0) != 0: a padding tap would read sigmoid(0)
     return Graph({"x": (8, 6, 6)}, [
-        _conv("a", "x", 8, 8, seed=1), _act("act", "a", "Sigmoid"), _conv("b", "act", 8, 8),
+        conv_node("a", "x", 8, 8, seed=1), _act("act", "a", "Sigmoid"), conv_node("b", "act", 8, 8),
         Node("Concat", "cat", ["a", "b"], {"axis": 1})], ["cat"])
 
 
@@ -250,79 +211,82 @@ def _input_sigmoid():  # f(0) != 0: a padding tap would read sigmoid(0)
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_resnet_block_tail_is_one_pass(ctx, precision):
     graph = Graph({"x": (6, 7, 5)}, [
-        _conv("conv", "x", 6, 6), _bn("bn", "conv", 6), Node("Add", "add", ["bn", "x"]),
+        conv_node("conv", "x", 6, 6), _bn("bn", "conv", 6), Node("Add", "add", ["bn", "x"]),
         _act("relu", "add")], ["relu"])
     optimised = optimised_matches_original(ctx, graph, precision)
-    assert _signature(optimised) == ["Conv+Add+Relu"]
+    assert signature(optimised) == ["Conv+Add+Relu"]
     assert optimised.nodes[0].name == "relu"
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_resnet_basic_block_is_two_passes(ctx, precision):
     graph = Graph({"x": (5, 6, 6)}, [
-        _conv("conv1", "x", 5, 5, seed=1), _bn("bn1", "conv1", 5, seed=2), _act("relu1", "bn1"),
-        _conv("conv2", "relu1", 5, 5, seed=3), _bn("bn2", "conv2", 5, seed=4),
+        conv_node("conv1", "x", 5, 5, seed=1), _bn("bn1", "conv1", 5, seed=2), _act("relu1", "bn1"),
+        conv_node("conv2", "relu1", 5, 5, seed=3), _bn("bn2", "conv2", 5, seed=4),
         Node("Add", "add", ["x", "bn2"]), _act("relu2", "add")], ["relu2"])
     optimised = optimised_matches_original(ctx, graph, precision)
-    assert _signature(optimised) == ["Conv+Relu", "Conv+Add+Relu"]
+    assert signature(optimised) == ["Conv+Relu", "Conv+Add+Relu"]
     assert [n.name for n in optimised.nodes] == ["relu1", "relu2"]
 
 
 def test_transposed_decoder_stage_is_one_pass(ctx):
     graph = Graph({"z": (8, 3, 3)}, [
-        _conv("up", "z", 8, 6, k=4, transposed=True, bias=False, strides=[2, 2],
+        conv_node("up", "z", 8, 6, k=4, transposed=True, bias=False, strides=[2, 2],
               pads=[1, 1, 1, 1]),
         _bn("bn", "up", 6), _act("relu", "bn")], ["relu"])
-    assert _signature(optimised_matches_original(ctx, graph)) == ["ConvTranspose+Relu"]
+    assert signature(optimised_matches_original(ctx, graph)) == ["ConvTranspose+Relu"]
 
 
 # --- where fusion must not happen -------------------------------------------------------------
 def _conv_used_twice():
     return Graph({"x": (4, 5, 5)}, [
-        _conv("conv", "x", 4, 4), _bn("bn", "conv", 4), _act("relu", "conv"),
+        conv_node("conv", "x", 4, 4), _bn("bn", "conv", 4), _act("relu", "conv"),
         Node("Add", "add", ["bn", "relu"])], ["add"])
 
 
 def _conv_is_output_bn():
-    return Graph({"x": (4, 5, 5)}, [_conv("conv", "x", 4, 4), _bn("bn", "conv", 4)],
+    return Graph({"x": (4, 5, 5)}, [conv_node("conv", "x", 4, 4), _bn("bn", "conv", 4)],
                  ["conv", "bn"])
 
 
 def _conv_is_output_act():
-    return Graph({"x": (4, 5, 5)}, [_conv("conv", "x", 4, 4), _act("relu", "conv")],
+    return Graph({"x": (4, 5, 5)}, [conv_node("conv", "x", 4, 4), _act("relu", "conv")],
                  ["relu", "conv"])
 
 
 def _conv_is_output_add():
-    return Graph({"x": (4, 5, 5)}, [_conv("conv", "x", 4, 4), Node("Add", "add", ["conv", "x"])],
+    return Graph({"x": (4, 5, 5)},
+                 [conv_node("conv", "x", 4, 4), Node("Add", "add", ["conv", "x"])],
                  ["conv", "add"])
 
 
 def _conv_added_to_itself():
-    return Graph({"x": (4, 5, 5)}, [_conv("conv", "x", 4, 4), Node("Add", "add", ["conv", "conv"])],
+    return Graph({"x": (4, 5, 5)},
+                 [conv_node("conv", "x", 4, 4), Node("Add", "add", ["conv", "conv"])],
                  ["add"])
 
 
 def _broadcast_skip():
     return Graph({"x": (4, 5, 5), "se": (4, 1, 1)}, [
-        _conv("conv", "x", 4, 4), Node("Add", "add", ["conv", "se"]), _act("relu", "add")],
+        conv_node("conv", "x", 4, 4), Node("Add", "add", ["conv", "se"]), _act("relu", "add")],
         ["relu"])
 
 
 def _skip_computed_after_conv():
     return Graph({"x": (4, 5, 5)}, [
-        _conv("conv", "x", 4, 4), _act("skip", "x", "Tanh"), Node("Add", "add", ["conv", "skip"])],
+        conv_node("conv", "x", 4, 4), _act("skip", "x", "Tanh"),
+        Node("Add", "add", ["conv", "skip"])],
         ["add"])
 
 
 def _activation_before_add():
     return Graph({"x": (4, 5, 5)}, [
-        _conv("conv", "x", 4, 4), _act("relu", "conv"), Node("Add", "add", ["relu", "x"])],
+        conv_node("conv", "x", 4, 4), _act("relu", "conv"), Node("Add", "add", ["relu", "x"])],
         ["add"])
 
 
 def _bn_after_fused_activation():
-    conv = _conv("conv", "x", 4, 4)
+    conv = conv_node("conv", "x", 4, 4)
     conv.attrs["activation"] = {"op": "Relu"}
     return Graph({"x": (4, 5, 5)}, [conv, _bn("bn", "conv", 4)], ["bn"])
 
@@ -352,4 +316,4 @@ UNFUSED = [
 @pytest.mark.parametrize(("make", "expected"), UNFUSED, ids=[u[0].__name__[1:] for u in UNFUSED])
 def test_no_fusion_where_it_would_change_results(ctx, make, expected):
     optimised = optimised_matches_original(ctx, make())
-    assert _signature(optimised) == expected
+    assert signature(optimised) == expected
