@@ -30,6 +30,7 @@ import numpy as np
 
 from .errors import ShapeError, quote
 from .limits import MAX_IMAGE_PIXELS, memory_budget, mib
+from .npy import read_header
 
 # Image files glcnn reads (glcnn run, diff, the viewer's folder source), in the order messages
 # list them.
@@ -49,7 +50,6 @@ def read_npy(path: Path, expected: tuple | None = None) -> np.ndarray:
         ShapeError: unreadable, truncated, too large, the wrong size, or not a plain
             numeric array.
     """
-    from .importers.npz import read_header
     try:
         with open(path, "rb") as stream:
             shape, dtype = read_header(stream, str(path), ShapeError)

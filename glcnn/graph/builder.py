@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import WeightError, quote
+from ..npy import read_state_dict
 from ..ops import make_op
 from .graph import Graph, Node, float32
 
@@ -187,8 +188,6 @@ def _read_npz(path, nodes: dict, strict: bool) -> dict:
         WeightError: naming the file, the member and both shapes (or the layers, for a
             member of no layer when `strict`).
     """
-    from ..importers.npz import read_state_dict
-
     def check(headers):
         for key, (shape, _) in headers.items():
             layer, _, suffix = key.rpartition(".")
