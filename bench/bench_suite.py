@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "train"))
 from suite_models import MobileNetV2, seeded, transformer_net, unet_128  # noqa: E402
 from torch_models import Autoencoder, DCGANGenerator  # noqa: E402
 
-from glcnn.commands.bench import TOLERANCE, Settings, bench, machine_info, write_json  # noqa: E402
+from glcnn.commands.bench import AGREEMENT, Settings, bench, machine_info, write_json  # noqa: E402
 from glcnn.commands.bench_report import slowest  # noqa: E402
 
 QUICK = Settings(runs=3, warmup=1, budget=0.5, load_times=False)
@@ -284,8 +284,8 @@ def parse_args(argv=None):
     if unknown:
         p.error(f"unknown models {unknown}; choose from {', '.join(CASES)}")
     args.precisions = ["fp32"] if args.quick else args.precisions.split(",")
-    if not set(args.precisions) <= set(TOLERANCE):
-        p.error(f"--precisions {args.precisions}: choose from {', '.join(TOLERANCE)}")
+    if not set(args.precisions) <= set(AGREEMENT):
+        p.error(f"--precisions {args.precisions}: choose from {', '.join(AGREEMENT)}")
     return args
 
 

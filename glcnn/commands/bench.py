@@ -21,8 +21,8 @@ What is measured, all wall clock (GL timer queries are meaningless on llvmpipe):
 
 Before anything is timed, every implementation's output is compared with every other's
 (max abs difference; MismatchError when the scaled difference, see
-`glcnn.commands.bench_refs.Agreement`, exceeds TOLERANCE of the glcnn precision, 1e-3 between two
-fp32 implementations), so nothing wrong is timed.
+`glcnn.commands.bench_refs.Agreement`, exceeds AGREEMENT of the glcnn precision, 1e-3 between
+two fp32 implementations), so nothing wrong is timed.
 """
 
 import importlib.metadata
@@ -44,7 +44,13 @@ from ..errors import GlcnnError, MismatchError, ShapeError
 from .bench_load import load_times
 from .bench_refs import agreement, check_against, chw_inputs, make_reference
 
-TOLERANCE = {"fp32": 1e-3, "fp16": 1e-2, "u8": 5e-2}  # scaled difference allowed vs others
+# How far two implementations' outputs may differ (scaled, see bench_refs.Agreement) before a
+# benchmark refuses to time them: glcnn at each precision against onnxruntime or PyTorch, and
+# those two against each other ("fp32"). Looser than glcnn.TOLERANCE, which bounds one op's
+# error against the float64 reference: here whole models run in float32 on every side, each
+# runtime's own rounding (its kernels' accumulation order) compounds over dozens of layers,
+# and the check only has to catch a wrong computation, not grade accuracy.
+AGREEMENT = {"fp32": 1e-3, "fp16": 1e-2, "u8": 5e-2}
 MIN_RUNS = 3
 
 
@@ -266,8 +272,8 @@ def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, c
     from ..runtime.context import Context
     settings = settings or Settings()
     settings.check()
-    if not set(precisions) <= set(TOLERANCE):
-        raise GlcnnError(f"precisions {list(precisions)}: expected {', '.join(TOLERANCE)}")
+    if not set(precisions) <= set(AGREEMENT):
+        raise GlcnnError(f"precisions {list(precisions)}: expected {', '.join(AGREEMENT)}")
     check_against(against, model)
     graph = load_optimized(model)
     ops, shapes = build_ops(graph)
@@ -302,7 +308,7 @@ def _references(job: _Job, against, shapes: dict) -> dict:
     names = list(refs)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            _check(job, refs[a].label, refs[a].outputs, refs[b], TOLERANCE["fp32"])
+            _check(job, refs[a].label, refs[a].outputs, refs[b], AGREEMENT["fp32"])
     return refs
 
 
@@ -318,7 +324,7 @@ def _bench_precision(job: _Job, precision: str, refs: dict, strict: bool) -> dic
         outputs = {name: pipe.read(name) for name in job.graph.outputs}
         try:
             for ref in refs.values():
-                _check(job, label, outputs, ref, TOLERANCE[precision])
+                _check(job, label, outputs, ref, AGREEMENT[precision])
         except MismatchError as exc:
             if strict:
                 raise

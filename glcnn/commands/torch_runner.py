@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import GlcnnError, UnsupportedOpError, quote
-from ..graph.reference import pool_pads
+from ..graph.reference_ops import pool_pads
 from ..ops import build_ops
 from ..ops.base import ACTIVATION_DEFAULTS
 
@@ -44,8 +44,15 @@ BUILDERS = {}
 
 
 def builds(*op_types):
+    """Function decorator: make `fn` the builder of each ONNX op type in `op_types`.
+
+    Raises:
+        ValueError: an op type is given a builder twice.
+    """
     def wrap(fn):
         for op_type in op_types:
+            if op_type in BUILDERS:
+                raise ValueError(f"op {op_type!r} has two torch builders")
             BUILDERS[op_type] = fn
         return fn
     return wrap

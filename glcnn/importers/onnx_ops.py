@@ -11,7 +11,7 @@ Axes are given to glcnn ops in NCHW terms, so a (1, F) tensor's axis 1 is the ch
 
 import numpy as np
 
-from ..errors import UnsupportedOpError, quote
+from ..errors import GlcnnError, UnsupportedOpError, quote
 from ..graph.graph import float32
 from .onnx_fold import attributes
 
@@ -20,9 +20,15 @@ CONVERTERS: dict[str, tuple] = {}
 
 def converts(*op_types, needs="same"):
     """Register a converter for `op_types`; `needs` is the glcnn op it emits ("same": the
-    ONNX op type itself; None: it only aliases)."""
+    ONNX op type itself; None: it only aliases).
+
+    Raises:
+        ValueError: an op type is given a converter twice.
+    """
     def wrap(fn):
         for op in op_types:
+            if op in CONVERTERS:
+                raise GlcnnError(f"ONNX op {op!r} has two converters")
             CONVERTERS[op] = (fn, op if needs == "same" else needs)
         return fn
     return wrap

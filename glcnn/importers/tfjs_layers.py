@@ -4,7 +4,8 @@ Each converter takes the `TfjsImport` (glcnn/importers/tfjs.py) and a `Call`, re
 inputs with `imp.act`, its weights with `imp.weight` (shapes checked), appends nodes with
 `imp.emit` and returns the `Tensor` the layer produces. `CONVERTERS` maps Keras class names
 to converters (this module: activations, convolutions, BatchNorm, inputs and identities;
-tfjs_shapes: pooling, resizing, padding, merges, Dense, Flatten, Reshape); `ACTIVATIONS`
+tfjs_shapes: pooling, resizing, padding, merges, Dense, Flatten, Reshape) and `EMITS` to the
+glcnn op types each may emit, both filled by `@converts(..., emits=...)`; `ACTIVATIONS`
 maps the activation names of layer configs to glcnn nodes.
 
 Weights, from Keras's layout to glcnn's (glcnn/ops/*.py):
@@ -32,11 +33,12 @@ Bilinear without half-pixel centres, "asymmetric"); Python Keras's bilinear diff
 
 import numpy as np
 
-from ..errors import quote
+from ..errors import GlcnnError, quote
 from .tfjs_tensor import Tensor
 from .tfjs_topology import Call, ConfigError, integers
 
 CONVERTERS: dict = {}
+EMITS: dict[str, tuple[str, ...]] = {}  # Keras class -> the glcnn op types its converter emits
 
 SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
@@ -50,13 +52,24 @@ ACTIVATIONS = {
     "hard_sigmoid": [("HardSigmoid", {"alpha": 0.2, "beta": 0.5}, {})],  # Keras 2, TF.js
     "tanh": [("Tanh", {}, {})], "swish": [("Silu", {}, {})], "softmax": None,
 }
+# Every glcnn op `activate` may emit: those of ACTIVATIONS, and Softmax.
+ACTIVATION_OPS = tuple(sorted({op for steps in ACTIVATIONS.values() for op, _, _ in steps or ()}
+                              | {"Softmax"}))
 
 
-def converts(*classes):
-    """Register a converter for Keras layer `classes`."""
+def converts(*classes, emits: tuple[str, ...]):
+    """Register a converter for Keras layer `classes`; `emits` names every glcnn op type it
+    may emit (ACTIVATION_OPS too when it applies the layer's activation with `finish`).
+
+    Raises:
+        ValueError: a class is given a converter twice.
+    """
     def wrap(fn):
         for cls in classes:
+            if cls in CONVERTERS:
+                raise GlcnnError(f"Keras class {cls!r} has two converters")
             CONVERTERS[cls] = fn
+            EMITS[cls] = tuple(emits)
         return fn
     return wrap
 
@@ -127,12 +140,12 @@ def finish(imp, call: Call, op: str, x: Tensor, attrs: dict, weights: dict) -> T
     return activate(imp, call, Tensor(name, x.rank), activation)
 
 
-@converts("Activation")
+@converts("Activation", emits=ACTIVATION_OPS)
 def _activation(imp, call):
     return activate(imp, call, imp.act(call, 0, keep_order=True), call.config["activation"])
 
 
-@converts("ReLU")
+@converts("ReLU", emits=("LeakyRelu", "Clip", "Relu"))
 def _relu(imp, call):
     cfg, x = call.config, imp.act(call, 0, keep_order=True)
     if float(cfg.get("threshold") or 0) != 0:
@@ -148,28 +161,28 @@ def _relu(imp, call):
     return Tensor(imp.emit(call, "Relu", [x.name]), x.rank, x.order)
 
 
-@converts("LeakyReLU")
+@converts("LeakyReLU", emits=("LeakyRelu",))
 def _leaky_relu(imp, call):
     x = imp.act(call, 0, keep_order=True)
     alpha = call.config.get("alpha", call.config.get("negative_slope", 0.3))
     return Tensor(imp.emit(call, "LeakyRelu", [x.name], {"alpha": float(alpha)}), x.rank, x.order)
 
 
-@converts("ELU")
+@converts("ELU", emits=("Elu",))
 def _elu(imp, call):
     x = imp.act(call, 0, keep_order=True)
     alpha = float(call.config.get("alpha", 1.0))
     return Tensor(imp.emit(call, "Elu", [x.name], {"alpha": alpha}), x.rank, x.order)
 
 
-@converts("Softmax")
+@converts("Softmax", emits=("Softmax",))
 def _softmax(imp, call):
     x = imp.act(call, 0, keep_order=True)
     imp.channel_axis(call, x, call.config.get("axis", -1))
     return Tensor(imp.emit(call, "Softmax", [x.name], {"axis": 1}), x.rank, x.order)
 
 
-@converts("PReLU")
+@converts("PReLU", emits=("PRelu",))
 def _prelu(imp, call):
     """alpha has the input's shape, 1 along `shared_axes`: glcnn needs it to vary along
     the channels only."""
@@ -186,13 +199,14 @@ def _prelu(imp, call):
 
 
 # --- identities and inputs -----------------------------------------------------------------
-@converts("Dropout", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "AlphaDropout")
+@converts("Dropout", "SpatialDropout2D", "GaussianNoise", "GaussianDropout", "AlphaDropout",
+          emits=())
 def _identity(imp, call):
     """Inference-time identities."""
     return imp.act(call, 0, keep_order=True)
 
 
-@converts("InputLayer")
+@converts("InputLayer", emits=())
 def _input(imp, call):
     cfg = call.config
     shape = cfg.get("batch_input_shape", cfg.get("batch_shape"))
@@ -231,7 +245,7 @@ def _conv_geometry(imp, call, x):
     return kernel, attrs
 
 
-@converts("Conv2D")
+@converts("Conv2D", emits=("Conv", *ACTIVATION_OPS))
 def _conv2d(imp, call):
     x = imp.act(call)
     c = imp.shape(x)[0]
@@ -250,7 +264,7 @@ def _depthwise_weights(imp, call, channels: int):
     return kernel.transpose(2, 3, 0, 1).reshape(channels * m, 1, kh, kw)
 
 
-@converts("DepthwiseConv2D")
+@converts("DepthwiseConv2D", emits=("Conv", *ACTIVATION_OPS))
 def _depthwise(imp, call):
     x = imp.act(call)
     c = imp.shape(x)[0]
@@ -263,7 +277,7 @@ def _depthwise(imp, call):
     return finish(imp, call, "Conv", x, {**attrs, "group": c}, weights)
 
 
-@converts("SeparableConv2D")
+@converts("SeparableConv2D", emits=("Conv", *ACTIVATION_OPS))
 def _separable(imp, call):
     x = imp.act(call)
     c, filters = imp.shape(x)[0], integers(call.config["filters"], "filters", 1)[0]
@@ -276,7 +290,7 @@ def _separable(imp, call):
     return finish(imp, call, "Conv", Tensor(depthwise, 4), {}, weights)
 
 
-@converts("Conv2DTranspose")
+@converts("Conv2DTranspose", emits=("ConvTranspose", *ACTIVATION_OPS))
 def _conv_transpose(imp, call):
     cfg, x = call.config, imp.act(call)
     c, filters = imp.shape(x)[0], integers(cfg["filters"], "filters", 1)[0]
@@ -296,7 +310,7 @@ def _conv_transpose(imp, call):
     return finish(imp, call, "ConvTranspose", x, attrs, weights)
 
 
-@converts("BatchNormalization")
+@converts("BatchNormalization", emits=("BatchNormalization",))
 def _batchnorm(imp, call):
     cfg, x = call.config, imp.act(call)
     imp.channel_axis(call, x, cfg.get("axis", -1))

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import quote
 from ..limits import memory_budget
 from ..ops.concat import MAX_INPUTS
-from .tfjs_layers import bias, converts, finish, pair, spatial_pads
+from .tfjs_layers import ACTIVATION_OPS, bias, converts, finish, pair, spatial_pads
 from .tfjs_tensor import PERMUTATION_GEMM_MAX, Tensor
 from .tfjs_topology import integers
 
@@ -56,17 +56,18 @@ def _pool(imp, call, op: str) -> Tensor:
     return Tensor(imp.emit(call, op, [x.name], attrs), 4)
 
 
-@converts("MaxPooling2D")
+@converts("MaxPooling2D", emits=("MaxPool",))
 def _max_pool(imp, call):
     return _pool(imp, call, "MaxPool")
 
 
-@converts("AveragePooling2D")
+@converts("AveragePooling2D", emits=("AveragePool",))
 def _average_pool(imp, call):
     return _pool(imp, call, "AveragePool")
 
 
-@converts("GlobalAveragePooling2D", "GlobalMaxPooling2D")
+@converts("GlobalAveragePooling2D", "GlobalMaxPooling2D",
+          emits=("GlobalAveragePool", "GlobalMaxPool"))
 def _global_pool(imp, call):
     """(C, H, W) -> (C, 1, 1): a (1, C) vector, or (1, 1, 1, C) with keepdims."""
     op = "GlobalAveragePool" if "Average" in call.cls else "GlobalMaxPool"
@@ -74,7 +75,7 @@ def _global_pool(imp, call):
     return Tensor(imp.emit(call, op, [x.name]), 4 if call.config.get("keepdims") else 2)
 
 
-@converts("UpSampling2D")
+@converts("UpSampling2D", emits=("Resize",))
 def _upsampling(imp, call):
     interpolation = call.config.get("interpolation", "nearest")
     if interpolation not in ("nearest", "bilinear"):
@@ -93,14 +94,14 @@ def _two_pairs(value, key: str) -> tuple[tuple[int, int], tuple[int, int]]:
     return pair(value[0], key, 0), pair(value[1], key, 0)
 
 
-@converts("ZeroPadding2D")
+@converts("ZeroPadding2D", emits=("Pad",))
 def _zero_padding(imp, call):
     (t, b), (left, r) = _two_pairs(call.config.get("padding", 1), "padding")
     attrs = {"pads": [0, 0, t, left, 0, 0, b, r], "mode": "constant", "value": 0.0}
     return Tensor(imp.emit(call, "Pad", [imp.act(call).name], attrs), 4)
 
 
-@converts("Cropping2D")
+@converts("Cropping2D", emits=("Slice",))
 def _cropping(imp, call):
     x = imp.act(call)
     (t, b), (left, r) = _two_pairs(call.config.get("cropping", 0), "cropping")
@@ -123,17 +124,17 @@ def _merge(imp, call, op: str) -> Tensor:
     return Tensor(name, xs[0].rank)
 
 
-@converts("Add")
+@converts("Add", emits=("Add",))
 def _add(imp, call):
     return _merge(imp, call, "Add")
 
 
-@converts("Multiply")
+@converts("Multiply", emits=("Mul",))
 def _multiply(imp, call):
     return _merge(imp, call, "Mul")
 
 
-@converts("Concatenate")
+@converts("Concatenate", emits=("Concat",))
 def _concatenate(imp, call):
     xs = [imp.act(call, i) for i in range(len(call.inputs))]
     for x in xs:
@@ -146,7 +147,7 @@ def _concatenate(imp, call):
 
 
 # --- vectors --------------------------------------------------------------------------------
-@converts("Dense")
+@converts("Dense", emits=("Conv", "Gemm", *ACTIVATION_OPS))
 def _dense(imp, call):
     """Gemm on a vector (kernel rows permuted to glcnn's order after a Flatten); a 1×1 Conv
     on a channels_last map (Dense acts on the last axis)."""
@@ -166,7 +167,7 @@ def _dense(imp, call):
                                                              "C": bias(imp, call, units)})
 
 
-@converts("Flatten")
+@converts("Flatten", emits=("Flatten",))
 def _flatten(imp, call):
     """glcnn's Flatten (C, H, W order); the TF order travels with the vector."""
     x = imp.act(call, 0, keep_order=True)
@@ -195,7 +196,7 @@ def _flat_order(imp, call, x: Tensor, shape: tuple | None = None) -> np.ndarray:
     return index.reshape(-1)
 
 
-@converts("Reshape")
+@converts("Reshape", emits=("Flatten",))
 def _reshape(imp, call):
     """Only reshapes that leave every value where glcnn keeps it (e.g. (C,) <-> (1, 1, C))."""
     x = imp.act(call)

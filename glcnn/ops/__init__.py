@@ -8,11 +8,10 @@ from ..limits import check_atlas
 from . import (  # noqa: F401  (registration)
     activation,
     batchnorm,
+    binary,
     concat,
     conv,
-    crop,
     depth_to_space,
-    elementwise,
     flatten,
     gemm,
     instancenorm,
@@ -20,6 +19,7 @@ from . import (  # noqa: F401  (registration)
     pool,
     reduce,
     resize,
+    slice,
     softmax,
 )
 from .base import REGISTRY, Op, make_op, register

@@ -23,6 +23,7 @@ from ..layout import pack_channels
 from .base import ACTIVATION_DEFAULTS, Op, register
 
 
+@register(*ACTIVATION_DEFAULTS)  # the activations the epilogue can fuse, and no others
 class Activation(Op):
     shader = "activation.glsl"
 
@@ -50,8 +51,3 @@ class Activation(Op):
         if self.node.op == "PRelu":
             return {"u_slope": pack_channels(self.prelu_slope(self.in_shapes[0][0]))}
         return {}
-
-
-for _name in ("Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh", "Elu", "HardSigmoid",
-              "HardSwish", "Silu"):
-    register(_name)(Activation)

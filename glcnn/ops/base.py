@@ -2,7 +2,8 @@
 
 An op never touches GL. It declares its `.glsl` file, output shape, `#define`s, weight
 textures (numpy arrays already laid out for upload) and uniforms; `glcnn.runtime.pipeline` does
-the rest. Ops register under their ONNX op type with `@register("Conv")`.
+the rest. Ops register under their ONNX op types with one decorator, `@register("Conv")` or
+`@register("Resize", "Upsample")` for a class serving several.
 """
 
 import math
@@ -32,12 +33,18 @@ CLAMP_BOUNDS = {"Relu": (0.0, math.inf), "Clip": None}  # Clip: its min and max
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def register(op_type: str):
-    """Class decorator: make `cls` the implementation of ONNX op type `op_type`."""
+def register(*op_types: str):
+    """Class decorator: make `cls` the implementation of each ONNX op type in `op_types`
+    (one class may serve several: `@register("Resize", "Upsample")`).
+
+    Raises:
+        ValueError: an op type is registered twice.
+    """
     def wrap(cls):
-        if op_type in REGISTRY:
-            raise ValueError(f"op {op_type!r} registered twice")
-        REGISTRY[op_type] = cls
+        for op_type in op_types:
+            if op_type in REGISTRY:
+                raise ValueError(f"op {op_type!r} registered twice")
+            REGISTRY[op_type] = cls
         return cls
     return wrap
 

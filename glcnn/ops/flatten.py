@@ -29,6 +29,7 @@ def resolve_shape(target, in_shape) -> tuple[int, ...] | None:
     return tuple(dims) if int(np.prod(dims)) == int(np.prod(in_shape)) else None
 
 
+@register("Flatten", "Reshape")
 class Flatten(Op):
     shader = "flatten.glsl"
 
@@ -62,7 +63,3 @@ class Flatten(Op):
 
     def defines(self):
         return {"IDENTITY": 1} if self.identity else {}
-
-
-for _name in ("Flatten", "Reshape"):
-    register(_name)(Flatten)

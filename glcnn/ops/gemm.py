@@ -28,6 +28,7 @@ from ..layout import channels_shape, matrix_grid, matrix_shape, pack_channels, p
 from .base import Op, register
 
 
+@register("Gemm", "MatMul")
 class Gemm(Op):
     shader = "gemm.glsl"
 
@@ -77,7 +78,3 @@ class Gemm(Op):
 
     def flops(self):
         return 2 * int(self.matrix.size)
-
-
-for _name in ("Gemm", "MatMul"):
-    register(_name)(Gemm)

@@ -40,6 +40,7 @@ def spatial_axes(axes) -> tuple[int, ...]:
     return tuple(sorted({int(a) % 4 for a in axes}))
 
 
+@register(*_KINDS)
 class Reduce(Op):
     shader = "reduce.glsl"
 
@@ -81,7 +82,3 @@ class Reduce(Op):
     def flops(self):
         c, h, w = self.in_shapes[0]
         return c * h * w * (3 if self.node.op == "InstanceNormVariance" else 1)
-
-
-for _name in _KINDS:
-    register(_name)(Reduce)

@@ -64,6 +64,7 @@ DEFAULTS = {  # op type -> (coordinate_transformation_mode, nearest_mode)
 }
 
 
+@register("Resize", "Upsample")
 class Resize(Op):
     shader = "resize.glsl"
 
@@ -154,7 +155,3 @@ def source_affine(mode: str, n_in: int, n_out: int, s: Fraction) -> tuple[Fracti
     if mode == "half_pixel_symmetric":
         beta += Fraction(n_in, 2) * (1 - n_out / (s * n_in))
     return 1 / s, beta
-
-
-register("Resize")(Resize)
-register("Upsample")(Resize)

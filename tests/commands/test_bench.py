@@ -95,7 +95,7 @@ def test_bench_against_onnxruntime_and_torch(ctx, tmp_path, make):
 
 
 def test_disagreeing_outputs_are_never_timed(ctx, tiny_npz, monkeypatch):
-    monkeypatch.setitem(glcnn.commands.bench.TOLERANCE, "fp32", -1.0)  # any difference is too much
+    monkeypatch.setitem(glcnn.commands.bench.AGREEMENT, "fp32", -1.0)  # any difference is too much
     with pytest.raises(glcnn.MismatchError, match="refusing to time a wrong computation"):
         bench(tiny_npz, against=("torch",), settings=QUICK, ctx=ctx, report_progress=quiet)
     report = bench(tiny_npz, precisions=("fp32", "fp16"), against=("torch",), settings=QUICK,

@@ -17,6 +17,7 @@ from ..layout import pack_channels
 from .base import Op, register
 
 
+@register("Add", "Mul")
 class Binary(Op):
     shader = "binary.glsl"
 
@@ -48,7 +49,3 @@ class Binary(Op):
 
     def textures(self):
         return {"u_params": pack_channels(self.constant)} if self.mode == "CONSTANT" else {}
-
-
-for _name in ("Add", "Mul"):
-    register(_name)(Binary)
