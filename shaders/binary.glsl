@@ -3,6 +3,13 @@
 //          OTHER_CONSTANT (per-channel constant in u_params row 0).
 // Uniforms: u_input_shape, u_other_shape.  Samplers: u_input, u_other | u_params.
 
+#if defined(OP_ADD) == defined(OP_MUL)
+#error binary.glsl needs exactly one of OP_ADD and OP_MUL
+#endif
+#if defined(OTHER_TENSOR) + defined(OTHER_CHANNEL) + defined(OTHER_CONSTANT) != 1
+#error binary.glsl needs exactly one of OTHER_TENSOR, OTHER_CHANNEL and OTHER_CONSTANT
+#endif
+
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
 #if defined(OTHER_CONSTANT)

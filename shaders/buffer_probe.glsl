@@ -5,6 +5,10 @@
 // RGBA32F texels, while it reports 65536) returns another texel's value for the last ones.
 // Defines: CUSTOM_MAIN. Uniforms: u_texels. Samplers: u_probe (samplerBuffer, RGBA32F).
 
+#ifndef CUSTOM_MAIN
+#error buffer_probe.glsl needs CUSTOM_MAIN (it has its own main())
+#endif
+
 uniform samplerBuffer u_probe;
 uniform int u_texels;
 

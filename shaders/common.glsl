@@ -1,5 +1,6 @@
-// common.glsl - prepended to every op shader: tile-grid addressing, the fused epilogue
-// (residual add, activation) and main(). Op shaders only define
+// common.glsl - prepended to every op shader (glcnn/runtime/shaders.py, which also splices
+// in the files a shader #includes): tile-grid addressing, the fused epilogue (residual add,
+// activation) and main(). Op shaders only define
 //     vec4 compute(int slice, int y, int x);
 // returning the 4 channels 4*slice..4*slice+3 of output pixel (y, x).
 //
@@ -28,6 +29,19 @@
 //           u_act_on (ACT_CLAMP: 0 = no activation).
 // Samplers: u_residual (RESIDUAL), u_slope (ACT_PRELU: 1xS texel row of slopes),
 //           u_ranges (STORAGE_U8: row 2*id = offsets, row 2*id + 1 = scales, per slice).
+
+// Combinations that would compile into something else than they say. (GLSL 330 has no line
+// continuation, hence the long line.)
+#if defined(ACT_RELU) + defined(ACT_LEAKYRELU) + defined(ACT_PRELU) + defined(ACT_CLIP) + defined(ACT_SIGMOID) + defined(ACT_TANH) + defined(ACT_ELU) + defined(ACT_HARDSIGMOID) + defined(ACT_HARDSWISH) + defined(ACT_SILU) + defined(ACT_CLAMP) > 1
+#error at most one of ACT_RELU, ACT_LEAKYRELU, ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SILU, ACT_CLAMP
+#endif
+#ifdef BLOCKED_OUTPUT
+#if !defined(BLOCK_X) || !defined(BLOCK_Y) || !defined(BLOCK_STEP)
+#error BLOCKED_OUTPUT needs BLOCK_X, BLOCK_Y and BLOCK_STEP
+#elif BLOCK_X * BLOCK_Y < 1 || BLOCK_X * BLOCK_Y > 8
+#error BLOCKED_OUTPUT needs BLOCK_X * BLOCK_Y in 1..8 (main() below writes 8 targets at most)
+#endif
+#endif
 
 uniform ivec4 u_out;
 uniform vec2 u_act;

@@ -6,6 +6,12 @@
 // Samplers: u_input0 .. u_input<INPUTS-1> (GLSL 330 cannot index samplers by a variable,
 //           hence one sampler each and the switch below).
 
+#ifndef INPUTS
+#error concat.glsl needs INPUTS
+#elif INPUTS < 1 || INPUTS > 8
+#error concat.glsl needs INPUTS in 1..8
+#endif
+
 uniform int u_end[INPUTS];
 uniform sampler2D u_input0;
 uniform ivec4 u_input0_shape;

@@ -4,6 +4,10 @@
 // Uniforms: u_input_shape, u_block (b); u_out (common.glsl) gives C'.
 // Samplers: u_input.
 
+#if defined(DCR) == defined(CRD)
+#error depth_to_space.glsl needs exactly one of DCR and CRD
+#endif
+
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
 uniform int u_block;

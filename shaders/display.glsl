@@ -12,6 +12,10 @@
 //           (a (C, 1, 2) atlas from minmax.glsl); u_diverging: blue-white-red around 0.
 // Samplers: u_tex, u_minmax.
 
+#ifndef CUSTOM_MAIN
+#error display.glsl needs CUSTOM_MAIN (it has its own main())
+#endif
+
 uniform sampler2D u_tex;
 uniform ivec4 u_tex_shape;
 uniform sampler2D u_minmax;

@@ -4,6 +4,10 @@
 // Stage COLS: input (C, H, 2) -> output (C, 1, 2): min of mins, max of maxes over rows.
 // Defines: ROWS | COLS.  Uniforms: u_input_shape.  Samplers: u_input.
 
+#if defined(ROWS) == defined(COLS)
+#error minmax.glsl needs exactly one of ROWS and COLS
+#endif
+
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
 

@@ -9,6 +9,10 @@
 //           u_value (CONSTANT).
 // Samplers: u_input.
 
+#if defined(CONSTANT) + defined(EDGE) + defined(REFLECT) + defined(WRAP) != 1
+#error pad.glsl needs exactly one of CONSTANT, EDGE, REFLECT and WRAP
+#endif
+
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
 uniform ivec2 u_pad;

@@ -9,6 +9,13 @@
 //           u_count_box (AVERAGE: x0, y0, x1, y1, half-open).
 // Samplers: u_input.
 
+#if defined(MAX) == defined(AVERAGE)
+#error pool.glsl needs exactly one of MAX and AVERAGE
+#endif
+#if !defined(KH) || !defined(KW)
+#error pool.glsl needs KH and KW
+#endif
+
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
 uniform ivec2 u_stride;

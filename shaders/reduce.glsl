@@ -9,6 +9,10 @@
 // Uniforms: u_input_shape, u_center_shape (VARIANCE).
 // Samplers: u_input, u_center (VARIANCE: the (C, 1, 1) mean m of the shifted values).
 
+#if !defined(OVER_H) && !defined(OVER_W)
+#error reduce.glsl needs OVER_H, OVER_W or both
+#endif
+
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
 #ifdef VARIANCE

@@ -7,6 +7,10 @@
 // Uniforms: u_input_shape.
 // Samplers: u_input, u_coords (2 x max(OH, OW) table of taps).
 
+#if defined(NEAREST) == defined(LINEAR)
+#error resize.glsl needs exactly one of NEAREST and LINEAR
+#endif
+
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
 uniform sampler2D u_coords;

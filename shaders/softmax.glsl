@@ -8,6 +8,10 @@
 // Uniforms: u_input_shape, u_stats_shape (STATS_INPUT).
 // Samplers: u_input, u_stats (STATS_INPUT: channels 0 and 1 = M and S).
 
+#if defined(STATS) && defined(STATS_INPUT)
+#error STATS and STATS_INPUT exclude each other
+#endif
+
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
 #ifdef STATS_INPUT

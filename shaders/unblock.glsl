@@ -8,6 +8,13 @@
 //           (Context.layer_framebuffer): one fetch whatever the target, where separate
 //           textures would need a switch that a SIMD rasteriser runs in full for every lane.
 
+#ifndef CUSTOM_MAIN
+#error unblock.glsl needs CUSTOM_MAIN (it has its own main())
+#endif
+#if !defined(BLOCK_X) || !defined(BLOCK_Y) || !defined(BLOCK_STEP)
+#error unblock.glsl needs BLOCK_X, BLOCK_Y and BLOCK_STEP
+#endif
+
 uniform ivec4 u_block;
 uniform ivec2 u_bands;
 uniform sampler2DArray u_blocks;

@@ -15,13 +15,14 @@ ConvTranspose: the adjoint; x[c, iy, ix] reaches y at (iy·sy − pt + ky·dy, .
 | output_padding | (0, 0)    | ConvTranspose only: extra rows/cols at the end |
 | kernel_shape   | W's       | optional; must equal W's (kh, kw), each ≥ 1    |
 
-Weights: W as above, B (Co,) optional. Both ops run `shaders/conv.glsl` (TRANSPOSED for
-the adjoint) with one weight texture layout (layout.pack_filters over (Co, Cg, kh, kw));
-the shader variant is chosen by channel alignment: DENSE (whole slices of inputs per
-group, 4 FMAs per fetch), DEPTHWISE (one input channel per output channel), or the
-generic per-lane path. DENSE and DEPTHWISE also have a spatially blocked form
-(`compute_block`, several output pixels per fragment), which the pipeline picks per
-context (`block_step` says whether a layer has one; README "Speed").
+Weights: W as above, B (Co,) optional. Conv runs `shaders/conv.glsl`, ConvTranspose
+`shaders/conv_transpose.glsl`: each holds its op's geometry and includes the parts both
+share (`shaders/conv_*.glsl`), with one weight texture layout (layout.pack_filters over
+(Co, Cg, kh, kw)); the shader variant is chosen by channel alignment: DENSE (whole
+slices of inputs per group, 4 FMAs per fetch), DEPTHWISE (one input channel per output
+channel), or the generic per-lane path. DENSE and DEPTHWISE also have a spatially
+blocked form (`compute_block`, several output pixels per fragment), which the pipeline
+picks per context (`block_step` says whether a layer has one; README "Speed").
 """
 
 import numpy as np
@@ -196,7 +197,7 @@ class Conv(_ConvBase):
 
 @register("ConvTranspose")
 class ConvTranspose(_ConvBase):
-    shader = "conv.glsl"
+    shader = "conv_transpose.glsl"
 
     def defines(self):
         unit = {"UNIT_DILATION": 1} if self.dilations == (1, 1) else {}
@@ -207,7 +208,7 @@ class ConvTranspose(_ConvBase):
 
     def block_step(self):
         # Pixels one stride apart share their taps; a dilated transposed conv masks taps
-        # one by one (MASK_TAPS in conv.glsl) and has no blocked form.
+        # one by one (MASK_TAPS in conv_transpose.glsl) and has no blocked form.
         if self.dilations != (1, 1) or super().block_step() is None:
             return None
         if self.strides[0] != self.strides[1]:

@@ -268,7 +268,15 @@ class Context:
                                "error may come from earlier GL calls)")
 
     def program(self, shader: str, defines: dict, layer: str = "?") -> moderngl.Program:
-        """Compile (or fetch from cache) op shader `shader` with `defines` for `layer`."""
+        """Compile (or fetch from cache) op shader `shader` with `defines` for `layer`.
+
+        Raises:
+            ShaderCompileError: the driver refused the program, e.g. an `#error` of a shader
+                on defines that do not go together; its text holds the driver's message and
+                the lines it points at, by file (shaders.excerpt).
+            GlcnnError: a define that is not an identifier with an integer value, or an
+                `#include` that cannot be resolved (shaders.build_source).
+        """
         self.activate()
         source = shaders.build_source(shader, defines)
         key = (shader, hashlib.sha1(source.encode()).hexdigest())

@@ -103,15 +103,14 @@ class Plan:
 
     def _blocked_tensors(self, keep: set) -> dict[str, Blocking]:
         """Tensors left in the blocked layout of the conv that made them (name -> its
-        Blocking): the next convs read its render-target array in place, so its unblock pass
-        is skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*),
-        its producer writes one band per tile and every reader is a blocked DENSE conv taking
-        it as its main input (conv.glsl BLOCKED_INPUT); never a graph output, a kept tensor,
-        or under GLCNN_DEBUG >= 4 (which reads every layer); and only where its readers cannot
-        read it as an input buffer instead (its atlas is too large for Context.buffer_fits),
-        which is faster (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500
-        runs, three process pairs). Values are stored exactly as the unblock pass
-        would copy them."""
+        Blocking): the next convs read its render-target array in place, so its unblock pass is
+        skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*), its producer
+        writes one band per tile and every reader is a blocked DENSE conv taking it as its main
+        input (conv_block_input.glsl BLOCKED_INPUT); never a graph output, a kept tensor, or under
+        GLCNN_DEBUG >= 4 (which reads every layer); and only where its readers cannot read it as an
+        input buffer instead (its atlas is too large for Context.buffer_fits), which is faster
+        (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500 runs, three process
+        pairs). Values are stored exactly as the unblock pass would copy them."""
         if debug.level() >= 4:
             return {}
         out = {}
@@ -154,11 +153,11 @@ class Plan:
 
     def reads_input_buffer(self, op: Op, in_place: dict[str, Blocking]) -> bool:
         """Whether blocked `op` reads its input atlas from a buffer texture, copied from the
-        atlas before each draw (conv.glsl INPUT_BUFFER): a buffer fetch costs about a quarter
-        of a 2D sample on llvmpipe, and the copy, a pixel-pack read of the whole texture, far
-        less than the fetches it makes cheaper (README "Speed"). Blocked passes run on
-        software rasterisers only; an input read in place, or one too large for a buffer
-        texture, is sampled as before."""
+        atlas before each draw (conv_block_input.glsl INPUT_BUFFER): a buffer fetch costs about a
+        quarter of a 2D sample on llvmpipe, and the copy, a pixel-pack read of the whole texture,
+        far less than the fetches it makes cheaper (README "Speed"). Blocked passes run on software
+        rasterisers only; an input read in place, or one too large for a buffer texture, is sampled
+        as before."""
         if op.node.name not in self.blocking or not op.node.inputs:
             return False
         source = op.node.inputs[0]

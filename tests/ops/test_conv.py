@@ -256,9 +256,9 @@ def test_blocked_grid_wraps_rows(ctx, monkeypatch):
 
 
 # --- blocked input: a small tensor left in its conv's render-target array ---------------------
-# Plan._blocked_tensors leaves a blocked conv's output in its texture array when every reader
-# is a blocked DENSE conv, which then reads it in place (conv.glsl BLOCKED_INPUT) instead of an
-# unblock pass copying it to an atlas. Each chain x -> h -> y below must leave h in place, match
+# Plan._blocked_tensors leaves a blocked conv's output in its texture array when every reader is a
+# blocked DENSE conv, which then reads it in place (conv_block_input.glsl BLOCKED_INPUT) instead of
+# an unblock pass copying it to an atlas. Each chain x -> h -> y below must leave h in place, match
 # the float64 reference at every precision, and equal bit for bit the same chain with h copied.
 def _chain(first: ConvCase, second: ConvCase, residual=False, extra_reader=None):
     nodes = [Node(first.op, "h", ["x"], first.attrs(), first.weights(4))]
@@ -323,7 +323,7 @@ def _chain_and_input(ctx, first, second, residual, precision):
 def test_blocked_readers_take_input_buffers_over_in_place(ctx, first, second, residual, why,
                                                           precision):
     """Where buffer textures are large enough, a blocked conv reads its input atlas copied
-    into one (conv.glsl INPUT_BUFFER) rather than its producer's array in place."""
+    into one (conv_block_input.glsl INPUT_BUFFER) rather than its producer's array in place."""
     graph, x = _chain_and_input(ctx, first, second, residual, precision)
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
         assert pipe.blocked_tensors == {}, why

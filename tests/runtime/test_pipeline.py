@@ -123,16 +123,18 @@ def test_shader_compile_error_names_file_layer_and_line(ctx):
         ctx.program("conv.glsl", {"KH": 1, "KW": 1, "DENSE": 1}, layer="broken")  # no CG
     err = info.value
     assert err.path.endswith("conv.glsl") and err.layer == "broken"
-    lines = resource_path("shaders", "conv.glsl").read_text().splitlines()
-    first_use = next(i for i, text in enumerate(lines, 1) if "c < CG_LOOP; c += 4" in text)
-    assert "CG" in err.message and f"> op shader:{first_use} |" in str(err)
+    lines = resource_path("shaders", "conv_defines.glsl").read_text().splitlines()
+    check = next(i for i, text in enumerate(lines, 1) if "exactly one of CG and WIDE_INPUT" in text)
+    assert "CG" in err.message and f"> conv_defines.glsl:{check} | #error" in str(err)
 
 
 def test_excerpt_points_at_file_and_line():
-    source = "#version 330 core\n#line 10001 1\na\nb\n#line 1 2\nfirst\nsecond\nthird"
+    source = ("#version 330 core\n// file common.glsl\n#line 10001\na\nb\n// file op.glsl\n"
+              "#line 1\nfirst\nsecond\nthird")
     text = excerpt(source, "0:2(5): error: something", around=1)
-    assert "> op shader:2 | second" in text and "first" in text and "third" in text
+    assert "> op.glsl:2 | second" in text and "first" in text and "third" in text
     assert "> common.glsl:2 | b" in excerpt(source, "0:10002(1): error: x", around=0)
+    assert "> op.glsl:3 | third" in excerpt(source, "0(3) : error C0000: x", around=0)
 
 
 def test_precision_name_is_checked(ctx):

@@ -1,0 +1,57 @@
+// conv_block_columns.glsl - compute_block() with column sharing (conv_block.glsl; WIDE_INPUT).
+// Along x a block reads SPAN_X input columns, most of them shared by several (pixel, kernel
+// column) pairs; each is fetched once per input slice and kernel row and feeds every pair that
+// reads it. NW weight taps per kernel row are loaded once; pair_tap(m, jx) names the tap by
+// which pixel jx reads column m (-1: none). NW, SPAN_X, first_column, tap_column and pair_tap
+// come from conv.glsl or conv_transpose.glsl. The constant loops unroll, so the pairing is
+// resolved at compile time. (Measured on llvmpipe: 1.2-1.4x faster than the tap loop of
+// conv_block_taps.glsl from two input slices on; with one, the tap loop is faster.)
+
+void compute_block(int slice, int oy, int ox) {
+    int first_slice = begin_block(slice);
+    ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
+    int ix0 = first_column(ox);
+    INPUT_AXIS column[SPAN_X];  // where each column lies in a tile (column_at)
+    int column_layer[SPAN_X];  // and its part of the layer (BLOCKED_INPUT; else 0)
+    bool column_inside[SPAN_X];
+    for (int m = 0; m < SPAN_X; ++m) {
+        column[m] = column_at(ix0 + m, column_layer[m]);
+        column_inside[m] = uint(ix0 + m) < uint(u_input_shape.z);
+    }
+    ivec2 first_origin = first_tile(first_slice);
+    int iy0 = source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y);  // in range: ty.x is a tap
+    for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy0 += SRC_PER_TAP.y) {
+        INPUT_AXIS row[BLOCK_Y];
+        int row_layer[BLOCK_Y];
+        bool row_inside[BLOCK_Y];
+        for (int jy = 0; jy < BLOCK_Y; ++jy) {
+            int iy = iy0 + jy * SRC_PER_PIXEL.y;
+            row[jy] = row_at(iy, row_layer[jy]);
+            row_inside[jy] = uint(iy) < uint(u_input_shape.y);
+        }
+        WEIGHTS_ROW w_at = weights_row(slice, ky);
+        ivec2 origin = first_origin;
+        int s = first_slice;
+        for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
+            INPUT_TILE tile = tile_at(origin);
+            mat2x4 range = storage_range(u_input_shape, s);
+            WEIGHTS w[NW];
+            for (int t = 0; t < NW; ++t) {
+                int kx = tap_column(t);
+                w[t] = kx < KW ? tap_weights(w_at, c, kx) : WEIGHTS(0.0);
+            }
+            for (int jy = 0; jy < BLOCK_Y; ++jy) {
+                for (int m = 0; m < SPAN_X; ++m) {
+                    vec4 stored = input_sample(tile, column[m], row[jy],
+                                               row_layer[jy] + column_layer[m]);
+                    vec4 x = input_activation(decode_with(stored, range));
+                    x = column_inside[m] && row_inside[jy] ? x : vec4(0.0);
+                    for (int jx = 0; jx < BLOCK_X; ++jx) {
+                        int t = pair_tap(m, jx);
+                        if (t >= 0) block_acc[jy * BLOCK_X + jx] += w[t] * x;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+// conv_block_input.glsl - where a blocked conv (conv_block.glsl) reads its input, in one of
+// three forms behind one interface: column_at(x, layer) and row_at(y, layer) give where input
+// column x and row y lie in a tile (and their part of the layer), tile_at(origin) names the
+// tile starting at atlas texel `origin`, input_sample(tile, column, row, layer) reads a stored
+// texel, and first_tile(slice) and next_tile(origin) walk the tiles of a group's input slices.
+// Defines: BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (the producer's render
+//          targets, read in place), INPUT_BUFFER (the atlas copied into a buffer texture), or
+//          neither (the atlas as a 2D texture). Uniforms and samplers: conv_inputs.glsl.
+
+#ifdef BLOCKED_INPUT
+// Blocked input. Layer j = jy * IN_BLOCK_X + jx of u_input holds pixel (jy, jx) of every block of
+// the producer, whose tile of slice s starts at grid cell s (one band per tile: u_in_block is
+// (tile rows, tile columns, grid columns, pitch)). Along one axis, input coordinate x lies at
+// blocked coordinate (x div span) * step + x mod step and block pixel (x mod span) div step,
+// span = step * block (common.glsl, "Spatial blocking"); blocked_axis returns both. Coordinates
+// outside the input (padding) are clamped to 0: their taps are masked anyway.
+ivec2 blocked_axis(int x, int block) {
+    int span = IN_BLOCK_STEP * block;
+    int c = max(x, 0);
+    int within = c % span;
+    return ivec2(c / span * IN_BLOCK_STEP + within % IN_BLOCK_STEP, within / IN_BLOCK_STEP);
+}
+
+// Texture coordinate (relative to the tile) and layer of input column x and row y.
+#define INPUT_AXIS float
+INPUT_AXIS column_at(int x, out int layer) {
+    ivec2 b = blocked_axis(x, IN_BLOCK_X);
+    layer = b.y;
+    return (float(b.x) + 0.5) * input_texel_size.x;
+}
+INPUT_AXIS row_at(int y, out int layer) {
+    ivec2 b = blocked_axis(y, IN_BLOCK_Y);
+    layer = b.y * IN_BLOCK_X;
+    return (float(b.x) + 0.5) * input_texel_size.y;
+}
+
+ivec2 first_tile(int slice) {
+    int row = div_floor(slice, u_in_block.z);
+    return ivec2(slice - row * u_in_block.z, row) * u_in_block.wx;
+}
+
+// The origin of the input tile after `origin`, walking the grid cell by cell.
+ivec2 next_tile(ivec2 origin) {
+    origin.x += u_in_block.w;
+    return origin.x < u_in_block.z * u_in_block.w ? origin : ivec2(0, origin.y + u_in_block.x);
+}
+
+#define INPUT_TILE vec2
+INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
+vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
+    return textureLod(u_input, vec3(tile + vec2(column, row), float(layer)), 0.0);
+}
+#else
+#ifdef INPUT_BUFFER
+// Input buffer (the pipeline copies the input texture into a buffer texture before the pass):
+// one texelFetch at index tile + row + column, cheaper on llvmpipe than a 2D sample.
+// Coordinates outside the input are clamped into the tile: their taps are masked anyway.
+#define INPUT_AXIS int
+#define INPUT_TILE int
+INPUT_AXIS column_at(int x, out int layer) {
+    layer = 0;
+    return clamp(x, 0, u_input_shape.z - 1);
+}
+INPUT_AXIS row_at(int y, out int layer) {
+    layer = 0;
+    return clamp(y, 0, u_input_shape.y - 1) * u_input_width;
+}
+INPUT_TILE tile_at(ivec2 origin) { return origin.y * u_input_width + origin.x; }
+vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
+    return texelFetch(u_input, tile + row + column);
+}
+#else
+// The atlas as a 2D texture, sampled at texel centres (sample_texel, common.glsl).
+#define INPUT_AXIS float
+#define INPUT_TILE vec2
+INPUT_AXIS column_at(int x, out int layer) {
+    layer = 0;
+    return (float(x) + 0.5) * input_texel_size.x;
+}
+INPUT_AXIS row_at(int y, out int layer) {
+    layer = 0;
+    return (float(y) + 0.5) * input_texel_size.y;
+}
+INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
+vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
+    return textureLod(u_input, tile + vec2(column, row), 0.0);
+}
+#endif  // INPUT_BUFFER
+
+ivec2 first_tile(int slice) { return tile_origin(u_input_shape, slice); }
+
+// The origin of the input tile after `origin`, walking the atlas row by row.
+ivec2 next_tile(ivec2 origin) {
+    origin.x += u_input_shape.z;
+    int row_end = grid_cols(u_input_shape) * u_input_shape.z;
+    return origin.x < row_end ? origin : ivec2(0, origin.y + u_input_shape.y);
+}
+#endif  // BLOCKED_INPUT

@@ -1,0 +1,42 @@
+// conv_block_taps.glsl - compute_block() tap by tap (conv_block.glsl; without WIDE_INPUT):
+// for each tap the block's pixels fetch their own sources and share its weights.
+
+void compute_block(int slice, int oy, int ox) {
+    int first_slice = begin_block(slice);
+    ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
+    ivec3 tx = block_taps(ox, BLOCK_X, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z);
+    ivec2 src = ivec2(source(ox, tx.x, u_pad.x, u_stride.x, u_dilation.x),
+                      source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y));
+    ivec2 first_origin = first_tile(first_slice);
+    int iy = src.y;
+    for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy += SRC_PER_TAP.y) {
+        int ix = src.x;
+        for (int kx = tx.x; kx <= tx.y; kx += tx.z, ix += SRC_PER_TAP.x) {
+            INPUT_AXIS column[BLOCK], row[BLOCK];  // where each pixel's source lies in a tile
+            int layer[BLOCK];  // and its layer (BLOCKED_INPUT; else 0)
+            bool inside[BLOCK];
+            for (int j = 0; j < BLOCK; ++j) {
+                ivec2 at = ivec2(ix, iy) + ivec2(j % BLOCK_X, j / BLOCK_X) * SRC_PER_PIXEL;
+                inside[j] = uint(at.x) < uint(u_input_shape.z) &&
+                            uint(at.y) < uint(u_input_shape.y);
+                int column_layer, row_layer;
+                column[j] = column_at(at.x, column_layer);
+                row[j] = row_at(at.y, row_layer);
+                layer[j] = row_layer + column_layer;
+            }
+            WEIGHTS_ROW w_at = weights_row(slice, ky);
+            ivec2 origin = first_origin;
+            int s = first_slice;
+            for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
+                INPUT_TILE tile = tile_at(origin);
+                mat2x4 range = storage_range(u_input_shape, s);
+                WEIGHTS w = tap_weights(w_at, c, kx);
+                for (int j = 0; j < BLOCK; ++j) {
+                    vec4 stored = input_sample(tile, column[j], row[j], layer[j]);
+                    vec4 x = input_activation(decode_with(stored, range));
+                    block_acc[j] += w * (inside[j] ? x : vec4(0.0));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+// conv_inputs.glsl - what a conv program reads (conv.glsl, conv_transpose.glsl): its uniforms
+// and samplers, the fused input activation, and the filter layout tap by tap.
+// Defines: conv_defines.glsl.
+// Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
+//           u_cog output channels per group, u_cg input channels per group,
+//           u_cg_loop (WIDE_INPUT: CG padded to whole slices), u_in_alpha (IN_ACT_LEAKYRELU),
+//           u_in_block (BLOCKED_INPUT: the producer's u_block), u_input_width (INPUT_BUFFER).
+// Samplers: u_input (activation atlas; with BLOCKED_INPUT a sampler2DArray, with INPUT_BUFFER
+//           a samplerBuffer of the atlas texture row by row), u_weights
+//           (layout.pack_filters of (Co, CG, KH, KW); with WEIGHTS_BUFFER a samplerBuffer
+//           holding that layout row by row, u_weights_width texels a row), u_params (row 0:
+//           bias).
+
+#ifdef BLOCKED_INPUT
+uniform sampler2DArray u_input;
+uniform ivec4 u_in_block;
+#elif defined(INPUT_BUFFER)
+uniform samplerBuffer u_input;  // the input texture's texels row by row
+uniform int u_input_width;  // texels per row of that texture
+#else
+uniform sampler2D u_input;
+#endif
+uniform ivec4 u_input_shape;
+#ifdef WEIGHTS_BUFFER
+uniform samplerBuffer u_weights;
+uniform int u_weights_width;  // texels per row of the filter layout
+#else
+uniform sampler2D u_weights;
+#endif
+uniform sampler2D u_params;
+uniform ivec2 u_stride;
+uniform ivec2 u_dilation;
+uniform ivec2 u_pad;
+uniform int u_cog;
+uniform int u_cg;
+
+#ifdef WIDE_INPUT
+uniform int u_cg_loop;  // input channels per group, padded to whole slices
+#define CG_LOOP u_cg_loop
+#else
+#define CG_LOOP CG
+#endif
+
+#ifdef IN_ACT_LEAKYRELU
+uniform float u_in_alpha;
+#endif
+
+// The fused activation of the input (glcnn.passes.fuse_input_activations), or none.
+vec4 input_activation(vec4 x) {
+#if defined(IN_ACT_RELU)
+    return max(x, 0.0);
+#elif defined(IN_ACT_LEAKYRELU)
+    return mix(x * u_in_alpha, x, greaterThanEqual(x, vec4(0.0)));
+#else
+    return x;
+#endif
+}
+
+vec2 weights_texel_size, input_texel_size;  // 1 / texture size, set by compute() or begin_block()
+
+// The filter layout (layout.pack_filters): row `slice * KH + ky` holds, per input channel c,
+// the KW taps of the slice's 4 output channels. A row is named by a weights_row and read
+// texel by texel with weights_texel: an index into a buffer texture (WEIGHTS_BUFFER, one
+// texelFetch, cheap on llvmpipe) or the texel centre of a 2D texture.
+#ifdef WEIGHTS_BUFFER
+#define WEIGHTS_ROW int
+WEIGHTS_ROW weights_row(int slice, int ky) { return (slice * KH + ky) * u_weights_width; }
+vec4 weights_texel(WEIGHTS_ROW row, int x) { return texelFetch(u_weights, row + x); }
+void begin_weights() {}
+#else
+#define WEIGHTS_ROW vec2
+WEIGHTS_ROW weights_row(int slice, int ky) {
+    return (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
+}
+vec4 weights_texel(WEIGHTS_ROW row, int x) {
+    return textureLod(u_weights, row + vec2(float(x) * weights_texel_size.x, 0.0), 0.0);
+}
+void begin_weights() { weights_texel_size = 1.0 / vec2(textureSize(u_weights, 0)); }
+#endif
+
+// Weights of input channel c at tap (ky, kx) for the 4 output channels of `slice`.
+vec4 tap(int c, int slice, int ky, int kx) {
+    return weights_texel(weights_row(slice, ky), c * KW + kx);
+}
