@@ -30,6 +30,7 @@ from .plan import Plan
 from .precision import NUMPY_DTYPE, TEXTURE_DTYPE, U8Ranges
 from .readback import Readback
 from .summary import table
+from .weights import Weights
 
 PRECISIONS = TEXTURE_DTYPE
 STRATEGIES = ("direct", "blocked")
@@ -56,7 +57,8 @@ class Pipeline:
     """A compiled model.
 
     Args:
-        graph: the network (see glcnn.graph / glcnn.graph.builder).
+        graph: the network (see glcnn.graph / glcnn.graph.builder), never written: `graph` is
+            the pipeline's own copy (sharing the arrays), which `set_weights` changes.
         ctx: a glcnn.Context, a moderngl.Context to share (e.g. your window's), or None for
             the thread's default headless context (`Context.default()`, shared by every
             pipeline made without `ctx`). The pipeline makes its context current before
@@ -123,6 +125,8 @@ class Pipeline:
                 for op, data in zip(self.ops, weights):
                     self.passes.append(compiler.make_pass(op, data))
             self.ctx.check_error(f"compiling {len(self.ops)} layers")
+            self._weights = Weights(graph, self.ops, self.passes)
+            self.graph = self._weights.graph  # its own, which set_weights edits, not yours
         except BaseException:
             with contextlib.suppress(moderngl.Error):  # keep the first error, not a lost context's
                 self.release()
@@ -324,6 +328,41 @@ class Pipeline:
                 raise GlcnnError(f"layer {quote(layer)} has no weight texture {quote(sampler)}; "
                                  f"it has {[s for s, _ in p.weights]}")
         raise GlcnnError(f"no layer named {quote(layer)}")
+
+    def weight_layout(self, layer: str, sampler: str = "u_weights") -> tuple[int, int, int]:
+        """(height, width, 4) of the layout in the corner of `weight_texture(layer, sampler)`.
+
+        Raises:
+            GlcnnError: no such layer or sampler.
+        """
+        return self._weights.layout_shape(layer, sampler)
+
+    # --- weights (glcnn.runtime.weights) ---------------------------------------------------
+    def weights(self, layer: str) -> dict[str, np.ndarray]:
+        """Copies of the weights `layer` runs with, float32, by name, shaped as its graph node
+        holds them (Conv: "W" (Co, Ci/group, kh, kw), "B" (Co,)); `set_weights` changes them.
+
+        Raises:
+            GlcnnError: no such layer (some are listed), or the pipeline was released.
+        """
+        if self.released:
+            raise GlcnnError(f"weights({quote(layer)}) of a released Pipeline")
+        return self._weights.get(layer)
+
+    @_gl_errors
+    def set_weights(self, layer: str, name: str, array) -> int:
+        """Replace weight `name` of `layer` (as `weights` gives it) by `array` and re-upload only
+        the texels that change (one conv output channel: one band of its filter grid), at any
+        precision. Your Graph is never written: `graph`, the pipeline's copy, gets the array.
+
+        Returns:
+            The texels written (0 if none changed).
+        Raises:
+            GlcnnError: no such layer, or the pipeline was released. WeightError: no weight
+                `name` (the layer's are listed), or `array` has another shape, a non-numeric
+                dtype or NaN/Inf values; the pipeline is then unchanged.
+        """
+        return self._weights.set(layer, name, array)
 
     # --- lifetime and printing -------------------------------------------------------------
     def release(self) -> None:

@@ -5,14 +5,16 @@
     bender.scale("dec1", 3, 2.5)   # or invert(...), replace(layer, channel, filter)
     bender.undo(); bender.reset()  # reset restores bit-identical weights
 
-An edit changes the layer's weights in the graph (the single source of truth), re-packs
-that layer's textures and writes only the bounding box of texels that differ.
+An edit reads the layer's weights from the pipeline (`Pipeline.weights`) and gives back the
+changed ones (`Pipeline.set_weights`), which writes only the texels that differ: the band of
+the filter grid holding that output channel, and one texel of the bias. The Graph the
+pipeline was made from is never written; `pipe.graph`, the pipeline's own copy, shows the edits.
 """
 
 import numpy as np
 
 from ..errors import GlcnnError, quote
-from ..ops import make_op
+from ..runtime.weights import write_changed  # noqa: F401  (was defined here; tests import it)
 
 BENDABLE = ("Conv", "ConvTranspose")
 
@@ -26,36 +28,45 @@ class Bender:
 
     def __init__(self, pipe):
         self.pipe = pipe
-        self.original: dict[str, dict] = {}
-        self.history: list[tuple[str, dict]] = []
+        self.original: dict[str, dict] = {}  # layer -> its weights before its first edit
+        self.history: list[tuple[str, dict]] = []  # (layer, its weights before the edit)
 
-    def _pass(self, layer):
-        for p in self.pipe.passes:
-            if p.op.node.name == layer:
-                if p.op.node.op not in BENDABLE:
-                    raise GlcnnError(f"layer {quote(layer)} is a {p.op.node.op}; bendable layers "
-                                     f"are {', '.join(BENDABLE)}")
-                return p
-        raise GlcnnError(f"no layer named {quote(layer)}; layers: "
-                         f"{', '.join(p.op.node.name for p in self.pipe.passes)}")
+    def _node(self, layer):
+        """`layer`'s graph node, for its op type and attributes (its weights are the graph's,
+        not the pipeline's, and are never read or written here).
+
+        Raises:
+            GlcnnError: no such layer, or one that is not BENDABLE.
+        """
+        nodes = {node.name: node for node in self.pipe.graph.nodes}
+        if layer not in nodes:
+            bendable = [quote(name) for name, node in nodes.items() if node.op in BENDABLE]
+            raise GlcnnError(f"no layer named {quote(layer)}; bendable layers: "
+                             f"{', '.join(bendable[:10]) or 'none'}")
+        if nodes[layer].op not in BENDABLE:
+            raise GlcnnError(f"layer {quote(layer)} is a {nodes[layer].op}; bendable layers "
+                             f"are {', '.join(BENDABLE)}")
+        return nodes[layer]
 
     def channels(self, layer) -> int:
-        return self.pipe.shapes[self._pass(layer).op.node.name][0]
+        """Output channels of bendable `layer`."""
+        self._node(layer)
+        return self.pipe.shapes[layer][0]
 
     def _edit(self, layer, channel, fn, bias_fn=None):
-        p = self._pass(layer)
-        node = p.op.node
+        node = self._node(layer)
         if not 0 <= channel < self.channels(layer):
             raise GlcnnError(f"layer {quote(layer)} has {self.channels(layer)} output channels; "
                              f"got channel {channel}")
-        self.original.setdefault(layer, {k: v.copy() for k, v in node.weights.items()})
-        self.history.append((layer, {k: v.copy() for k, v in node.weights.items()}))
-        weights = {k: np.array(v, np.float32) for k, v in node.weights.items()}
+        before = self.pipe.weights(layer)
+        self.original.setdefault(layer, before)
+        self.history.append((layer, before))
+        weights = {k: v.copy() for k, v in before.items()}
         index = output_channel_index(node, channel, weights["W"].shape)
         weights["W"][index] = fn(weights["W"][index])
         if "B" in weights:
             weights["B"][channel] = (bias_fn or fn)(weights["B"][channel])
-        self._apply(p, weights)
+        self._apply(layer, weights, before)
 
     def scale(self, layer, channel, factor: float):
         """Multiply the filter and bias of output `channel` by `factor`."""
@@ -71,9 +82,8 @@ class Bender:
 
     def replace(self, layer, channel, filter_weights, bias=None):
         """Set the filter of output `channel` (shape must match) and optionally its bias."""
-        p = self._pass(layer)
-        shape = p.op.node.weights["W"][output_channel_index(
-            p.op.node, channel, p.op.node.weights["W"].shape)].shape
+        w = self.pipe.weights(layer)["W"]
+        shape = w[output_channel_index(self._node(layer), channel, w.shape)].shape
         new = np.asarray(filter_weights, np.float32)
         if new.shape != shape:
             raise GlcnnError(f"layer {quote(layer)}: replacement filter has shape {new.shape}, "
@@ -85,22 +95,21 @@ class Bender:
         """Revert the most recent edit."""
         if self.history:
             layer, weights = self.history.pop()
-            self._apply(self._pass(layer), weights)
+            self._apply(layer, weights)
 
     def reset(self):
         """Restore every edited layer to its original weights."""
         for layer, weights in self.original.items():
-            self._apply(self._pass(layer), weights)
+            self._apply(layer, weights)
         self.original, self.history = {}, []
 
-    def _apply(self, p, weights):
-        old = p.op.all_textures()
-        node = p.op.node
-        node.weights = {k: np.array(v, np.float32) for k, v in weights.items()}
-        p.op = make_op(node, p.op.in_shapes)
-        new = p.op.all_textures()
-        for sampler, tex in p.weights:
-            write_changed(tex, old[sampler], new[sampler])
+    def _apply(self, layer, weights: dict, current: dict | None = None):
+        """Give `layer` `weights`, passing on only those that differ from `current` (default:
+        the pipeline's now, bit for bit): each set_weights lays the whole layer out again."""
+        current = self.pipe.weights(layer) if current is None else current
+        for name, value in weights.items():
+            if not np.array_equal(value.view(np.uint32), current[name].view(np.uint32)):
+                self.pipe.set_weights(layer, name, value)
 
 
 def output_channel_index(node, channel, shape):
@@ -112,18 +121,3 @@ def output_channel_index(node, channel, shape):
     cg = shape[0] // group
     g = channel // cog
     return (slice(g * cg, (g + 1) * cg), channel % cog)
-
-
-def write_changed(texture, old: np.ndarray, data: np.ndarray) -> int:
-    """Write to `texture` (holding `old`) only the bounding box of texels that differ in `data`.
-
-    Returns the number of texels written (0 if nothing changed).
-    """
-    changed = np.any(old != data, axis=-1)
-    if not changed.any():
-        return 0
-    rows, cols = np.nonzero(changed)
-    y0, y1, x0, x1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
-    box = np.ascontiguousarray(data[y0:y1, x0:x1], np.float32)
-    texture.write(box.tobytes(), viewport=(int(x0), int(y0), int(x1 - x0), int(y1 - y0)))
-    return int((y1 - y0) * (x1 - x0))

@@ -75,10 +75,11 @@ class Viewer:
         self.pipe = Pipeline(graph, self.ctx, keep="all")
         self.display = Display(self.ctx)
         self.bender = Bender(self.pipe)
-        self._mirror = None  # (op, 2D copy of its filters) for the filters panel
+        self._mirror = None  # (layer, 2D copy of its filters) for the filters panel
+        self._filter_dims: dict[str, tuple] = {}  # layer -> (shape, dims) of its filters panel
         self.source = source
         self.input_name, self.input_shape = next(iter(graph.inputs.items()))
-        self.layers = [p.op.node.name for p in self.pipe.passes]
+        self.layers = [node.name for node in graph.nodes]
         self.layer = layer if layer is not None else self.layers[0]
         if self.layer not in self.layers:
             raise GlcnnError(f"no layer {quote(self.layer)}; layers: {', '.join(self.layers)}")
@@ -141,23 +142,26 @@ class Viewer:
         return result
 
     def _filters(self):
-        p = next(p for p in self.pipe.passes if p.op.node.name == self.layer)
-        if p.op.node.op not in BENDABLE:
+        """(texture, shape, dims) of the shown layer's filters panel; None for a layer without
+        filters. The shapes are looked up once per layer: bending changes values, not shapes."""
+        if self.pipe.graph.node(self.layer).op not in BENDABLE:
             return None
-        co = p.op.channels()[1]
-        kh, kw = p.op.W.shape[2:]  # no re-orientation of the weights on the per-frame path
-        height, width, _ = p.op.all_texture_shapes()["u_weights"]  # the texture may be larger
-        return self._filter_image(p), (4, height, width), (kh, kw, width // kw, co)
+        if self.layer not in self._filter_dims:
+            kh, kw = self.pipe.weights(self.layer)["W"].shape[2:]
+            height, width, _ = self.pipe.weight_layout(self.layer)  # the texture may be larger
+            dims = (kh, kw, width // kw, self.pipe.shapes[self.layer][0])
+            self._filter_dims[self.layer] = ((4, height, width), dims)
+        return self._filter_image(), *self._filter_dims[self.layer]
 
-    def _filter_image(self, p):
-        """The pass's filter texture, or for filters in a buffer texture (which display.glsl
-        cannot sample) a 2D copy, made again when bending replaces the op."""
-        tex = dict(p.weights)["u_weights"]
+    def _filter_image(self):
+        """The shown layer's filter texture, or for filters in a buffer texture (which
+        display.glsl cannot sample) a 2D copy, made again after each edit (`bend`)."""
+        tex = self.pipe.weight_texture(self.layer)
         if isinstance(tex, moderngl.Texture):
             return tex
-        if self._mirror is None or self._mirror[0] is not p.op:
+        if self._mirror is None or self._mirror[0] != self.layer:
             self._release_mirror()
-            self._mirror = (p.op, self.ctx.gl.texture(tex.size, 4, tex.read(), dtype="f4"))
+            self._mirror = (self.layer, self.ctx.gl.texture(tex.size, 4, tex.read(), dtype="f4"))
         return self._mirror[1]
 
     def _release_mirror(self):
@@ -237,12 +241,15 @@ class Viewer:
     def bend(self, action, *args):
         if self.pipe.graph.node(self.layer).op in BENDABLE:
             getattr(self.bender, action)(self.layer, self.channel, *args)
+            self._release_mirror()
 
     def undo(self):
         self.bender.undo()
+        self._release_mirror()
 
     def reset(self):
         self.bender.reset()
+        self._release_mirror()
 
     def print_help(self):
         lines: dict[str, list[str]] = {}

@@ -59,11 +59,19 @@ def test_scale_invert_undo_reset(ctx):
 
 def test_replace_filter_and_errors(ctx):
     graph = models.autoencoder(size=(8, 8))
+    x = np.random.default_rng(2).random((3, 8, 8), np.float32)
     with glcnn.Pipeline(graph, ctx) as pipe:
         bender = Bender(pipe)
         bender.replace("enc1", 0, np.ones((3, 4, 4)), bias=0.5)
-        assert np.all(graph.node("enc1").weights["W"][0] == 1)
-        assert graph.node("enc1").weights["B"][0] == 0.5
+        assert np.all(pipe.weights("enc1")["W"][0] == 1)
+        assert pipe.weights("enc1")["B"][0] == 0.5
+        edited = models.autoencoder(size=(8, 8))  # same seeded weights, edited by hand
+        edited.node("enc1").weights["W"][0] = 1
+        edited.node("enc1").weights["B"][0] = 0.5
+        np.testing.assert_allclose(pipe.run(x), reference.run(edited, {"image": x})["dec2"],
+                                   atol=1e-5)
+        np.testing.assert_array_equal(graph.node("enc1").weights["W"],  # the graph stays
+                                      models.autoencoder(size=(8, 8)).node("enc1").weights["W"])
         with pytest.raises(glcnn.GlcnnError, match="expected \\(3, 4, 4\\)"):
             bender.replace("enc1", 0, np.ones((3, 3, 3)))
         with pytest.raises(glcnn.GlcnnError, match="64 output channels"):
