@@ -1,10 +1,10 @@
-// binary.glsl - elementwise Add / Mul of the input and a second operand.
-// Defines: OP_ADD | OP_MUL; OTHER_TENSOR (same shape), OTHER_CHANNEL ((C,1,1) tensor),
-//          OTHER_CONSTANT (per-channel constant in u_params row 0).
+// binary.glsl - elementwise Add / Sub / Mul / Div of the input and a second operand.
+// Defines: OP_ADD | OP_SUB | OP_MUL | OP_DIV; OTHER_TENSOR (same shape), OTHER_CHANNEL
+//          ((C,1,1) tensor), OTHER_CONSTANT (per-channel constant in u_params row 0).
 // Uniforms: u_input_shape, u_other_shape.  Samplers: u_input, u_other | u_params.
 
-#if defined(OP_ADD) == defined(OP_MUL)
-#error binary.glsl needs exactly one of OP_ADD and OP_MUL
+#if defined(OP_ADD) + defined(OP_SUB) + defined(OP_MUL) + defined(OP_DIV) != 1
+#error binary.glsl needs exactly one of OP_ADD, OP_SUB, OP_MUL and OP_DIV
 #endif
 #if defined(OTHER_TENSOR) + defined(OTHER_CHANNEL) + defined(OTHER_CONSTANT) != 1
 #error binary.glsl needs exactly one of OTHER_TENSOR, OTHER_CHANNEL and OTHER_CONSTANT
@@ -29,11 +29,37 @@ vec4 other(int slice, int y, int x) {
 #endif
 }
 
+#if defined(OP_DIV)
+const float FLT_MIN = 1.17549435e-38;  // smallest normal float: below it a driver may flush
+const float FLT_MAX = 3.40282347e38;
+
+// a / b defined for all finite a, b (glcnn/ops/binary.py): GLSL 3.30 leaves division by zero
+// undefined and need not produce Inf, so zero (and subnormal) divisors and overflowing
+// quotients never reach the division. uintBitsToFloat of the Inf pattern is Inf on every GL,
+// and mix() with a bvec selects, so the Infs of lanes not chosen never meet arithmetic.
+vec4 divide(vec4 a, vec4 b) {
+    vec4 inf = vec4(uintBitsToFloat(0x7F800000u));
+    vec4 inf_a = mix(inf, -inf, lessThan(a, vec4(0.0)));  // Inf with the sign of a
+    bvec4 zero_a = lessThan(abs(a), vec4(FLT_MIN));
+    bvec4 zero_b = lessThan(abs(b), vec4(FLT_MIN));
+    // |a / b| > FLT_MAX, tested without overflowing: only possible when |b| < 1.
+    bvec4 huge = greaterThan(abs(a), FLT_MAX * min(abs(b), vec4(1.0)));
+    bvec4 special = greaterThan(ivec4(zero_b) + ivec4(huge), ivec4(0));
+    vec4 q = a / mix(b, vec4(1.0), special);
+    q = mix(q, mix(inf_a, -inf_a, lessThan(b, vec4(0.0))), huge);
+    return mix(q, mix(inf_a, vec4(0.0), zero_a), zero_b);
+}
+#endif
+
 vec4 compute(int slice, int y, int x) {
     vec4 a = fetch(u_input, u_input_shape, slice, y, x);
 #if defined(OP_ADD)
     return a + other(slice, y, x);
-#else
+#elif defined(OP_SUB)
+    return a - other(slice, y, x);
+#elif defined(OP_MUL)
     return a * other(slice, y, x);
+#else
+    return divide(a, other(slice, y, x));
 #endif
 }

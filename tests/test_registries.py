@@ -47,8 +47,6 @@ EXCEPTIONS = {
     ("Cast", ONNX): _ALIAS + " (a cast to float32)",
     ("Squeeze", ONNX): "ONNX-only: an alias, or a glcnn Flatten (onnx_ops._reshape)",
     ("Unsqueeze", ONNX): "ONNX-only: an alias, or a glcnn Flatten (onnx_ops._reshape)",
-    ("Sub", ONNX): "ONNX-only: converted to a glcnn Add of the negated operand",
-    ("Div", ONNX): "ONNX-only: division by a constant, converted to a glcnn Mul",
 }
 # The TF.js importer itself (glcnn/importers/tfjs.py), outside any converter, emits a Gemm
 # reordering a flattened vector into glcnn's order and a Mul copying an output.

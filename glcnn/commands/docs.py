@@ -16,8 +16,16 @@ NOTES = {
     "ConvTranspose": "PyTorch/ONNX output size, output_padding, dilation, groups",
     "BatchNormalization": "inference form; folded into a preceding Conv/ConvTranspose",
     "Add": "same shape, (C,1,1) tensor, or per-channel constant; fused into a conv as residual",
+    "Sub": "as Add (ONNX x − c becomes an Add, so it fuses into a conv)",
     "Mul": "same shape, (C,1,1) tensor, or per-channel constant",
-    "Slice": "crop on H/W (Cropping2D), step 1",
+    "Div": "as Mul; x / 0 = ±Inf by the sign of x, 0 / 0 = 0 (no NaN: GLSL 3.30 has none); "
+           "ONNX division by a constant becomes a Mul",
+    "Sqrt": "own pass; sqrt(max(x, 0)): 0 where ONNX gives NaN",
+    "Erf": "own pass; polynomial, ≤ 2e-7 relative (PyTorch's GELU export runs)",
+    "Pow": "own pass; constant scalar exponent; x² exact, integers ≤ 16 as products; a non-integer "
+           "exponent reads x < 0 as 0 (ONNX: NaN); 0^−p = +Inf",
+    "Slice": "H/W with positive steps (YOLOv5 Focus), C range with step 1; ONNX clamping",
+    "Transpose": "(1,C,H,W), any perm [0, …] of C, H, W; gathers from the input atlas",
     "GlobalAveragePool": "→ (C,1,1); large planes split into a W pass and an H pass",
     "GlobalMaxPool": "→ (C,1,1); large planes split into a W pass and an H pass",
     "ReduceMean": "axes [2,3], [2] or [3]; keepdims=0 only over both (→ vector (C,1,1))",

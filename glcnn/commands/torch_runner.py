@@ -170,6 +170,24 @@ def _activation_node(node, shapes):
     return lambda v: fn(v[x])
 
 
+def _power(x, p: float):
+    """glcnn's Pow (glcnn/ops/activation.py, Math): a non-integer p reads x < 0 as 0."""
+    base = x if p == int(p) else x.clamp(min=0)
+    base = torch.where(base.abs() < 2.0 ** -126, torch.zeros_like(base), base)
+    return torch.ones_like(x) if p == 0 else torch.pow(base, p)
+
+
+@builds("Sqrt", "Erf", "Pow")
+def _math_node(node, shapes):
+    x = node.inputs[0]
+    if node.op == "Sqrt":
+        return lambda v: torch.sqrt(v[x].clamp(min=0))
+    if node.op == "Erf":
+        return lambda v: torch.erf(v[x])
+    p = float(node.attrs["exponent"])
+    return lambda v: _power(v[x], p)
+
+
 # --- convolutions -----------------------------------------------------------------------------
 def _conv_params(node):
     a, w = node.attrs, node.weights
@@ -239,9 +257,21 @@ def _instance_norm_apply(node, shapes):
     return lambda v: (_shifted(v[x]) - v[mean]) / torch.sqrt(v[var] + eps) * scale + bias
 
 
-@builds("Add", "Mul")
+def _divide(a, b):
+    """glcnn's Div (glcnn/ops/binary.py): zero divisors give ±Inf by the sign of a, 0/0 = 0."""
+    tiny = 2.0 ** -126
+    zero_b, zero_a = b.abs() < tiny, a.abs() < tiny
+    q = a / torch.where(zero_b, torch.ones_like(b), b)
+    inf = torch.where(a < 0, -torch.inf, torch.inf).to(q.dtype)
+    return torch.where(zero_b, torch.where(zero_a, torch.zeros_like(q), inf), q)
+
+
+_BINARY = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": _divide}
+
+
+@builds(*_BINARY)
 def _binary(node, shapes):
-    fn, x = torch.add if node.op == "Add" else torch.mul, node.inputs[0]
+    fn, x = _BINARY[node.op], node.inputs[0]
     if len(node.inputs) - bool(node.attrs.get("residual")) == 2:
         other = node.inputs[1]
         return lambda v: fn(v[x], v[other])  # same shape, or (1, C, 1, 1) broadcast
@@ -331,9 +361,16 @@ def _concat(node, shapes):
 @builds("Slice")
 def _slice(node, shapes):
     a, x, index = node.attrs, node.inputs[0], [slice(None)] * 4
-    for start, end, axis in zip(a["starts"], a["ends"], a.get("axes", (2, 3))):
-        index[int(axis)] = slice(int(start), int(end))
+    steps = a.get("steps", [1] * len(a["starts"]))
+    for start, end, axis, step in zip(a["starts"], a["ends"], a.get("axes", (2, 3)), steps):
+        index[int(axis)] = slice(int(start), int(end), int(step))
     return lambda v: v[x][tuple(index)]
+
+
+@builds("Transpose")
+def _transpose(node, shapes):
+    x, perm = node.inputs[0], [int(p) for p in node.attrs["perm"]]
+    return lambda v: v[x].permute(*perm).contiguous()
 
 
 @builds("DepthToSpace")

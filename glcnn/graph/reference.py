@@ -19,22 +19,28 @@ from .reference_ops import (
     conv,
     conv_transpose,
     depth_to_space,
+    divide,
+    erf,
     gemm,
     instance_norm,
     pad,
     pool,
     pool_pads,
+    power,
     reduce_hw,
     reshape,
     resize,
     slice_hw,
     softmax_channels,
+    sqrt,
+    transpose,
 )
 
 __all__ = [
     "ACTIVATIONS", "EVALUATORS", "F", "activation", "batchnorm", "concat", "conv",
-    "conv_transpose", "depth_to_space", "evaluate", "evaluates", "gemm", "instance_norm", "pad",
-    "pool", "pool_pads", "reduce_hw", "reshape", "resize", "run", "slice_hw", "softmax_channels",
+    "conv_transpose", "depth_to_space", "divide", "erf", "evaluate", "evaluates", "gemm",
+    "instance_norm", "pad", "pool", "pool_pads", "power", "reduce_hw", "reshape", "resize", "run",
+    "slice_hw", "softmax_channels", "sqrt", "transpose",
 ]
 
 # ONNX op type -> f(node, values) giving the op's own result (before any fused epilogue).
@@ -58,7 +64,8 @@ def evaluates(*op_types):
 
 
 def _operand(node, values):
-    """Second operand of Add/Mul: a tensor input, or a constant weight broadcast per channel."""
+    """Second operand of Add/Sub/Mul/Div: a tensor input, or a constant weight broadcast per
+    channel."""
     if len(node.inputs) >= 2 and not node.attrs.get("residual"):
         return values[node.inputs[1]]
     b = np.asarray(node.weights["B"], F)
@@ -105,10 +112,41 @@ def _mul_node(node, values):
     return values[node.inputs[0]] * _operand(node, values)
 
 
+@evaluates("Sub")
+def _sub_node(node, values):
+    return values[node.inputs[0]] - _operand(node, values)
+
+
+@evaluates("Div")
+def _div_node(node, values):
+    return divide(values[node.inputs[0]], _operand(node, values))
+
+
+@evaluates("Sqrt")
+def _sqrt_node(node, values):
+    return sqrt(values[node.inputs[0]])
+
+
+@evaluates("Erf")
+def _erf_node(node, values):
+    return erf(values[node.inputs[0]])
+
+
+@evaluates("Pow")
+def _pow_node(node, values):
+    return power(values[node.inputs[0]], node.attrs["exponent"])
+
+
 @evaluates("Slice")
 def _slice_node(node, values):
     a = node.attrs
-    return slice_hw(values[node.inputs[0]], a["starts"], a["ends"], a.get("axes", (2, 3)))
+    return slice_hw(values[node.inputs[0]], a["starts"], a["ends"], a.get("axes", (2, 3)),
+                    a.get("steps"))
+
+
+@evaluates("Transpose")
+def _transpose_node(node, values):
+    return transpose(values[node.inputs[0]], node.attrs["perm"])
 
 
 @evaluates("GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax")

@@ -116,12 +116,62 @@ ACTIVATIONS = ("Relu", "LeakyRelu", "PRelu", "Clip", "Sigmoid", "Tanh", "Elu",
                "HardSigmoid", "HardSwish", "Silu")
 
 
-def slice_hw(x, starts, ends, axes):
-    """ONNX Slice with step 1; axes count NCHW dims (2 = H, 3 = W, negatives allowed)."""
+def slice_hw(x, starts, ends, axes, steps=None):
+    """ONNX Slice with positive steps; axes count NCHW dims (1 = C, 2 = H, 3 = W, negatives
+    allowed)."""
     index = [slice(None)] * 4
-    for start, end, axis in zip(starts, ends, axes):
-        index[axis] = slice(start, end)
+    for start, end, axis, step in zip(starts, ends, axes, steps or [1] * len(starts)):
+        index[axis] = slice(start, end, step)
     return x[None][tuple(index)][0]
+
+
+def transpose(x, perm):
+    """ONNX Transpose of the NCHW tensor x[None] with perm[0] = 0 (the batch stays first)."""
+    return np.asarray(x, F)[None].transpose(perm)[0]
+
+
+# --- elementwise math -----------------------------------------------------------------------
+FLOAT32_TINY = 2.0 ** -126  # the smallest normal float32: GLSL may flush anything below it
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def divide(a, b):
+    """glcnn's Div (glcnn/ops/binary.py): a / b, but |b| < 2^-126 gives ±Inf with the sign of
+    a (0 if also |a| < 2^-126, where IEEE gives NaN) and quotients beyond float32 give ±Inf."""
+    a, b = np.broadcast_arrays(np.asarray(a, F), np.asarray(b, F))
+    zero_b = np.abs(b) < FLOAT32_TINY
+    q = a / np.where(zero_b, 1.0, b)
+    q = np.where(np.abs(q) > FLOAT32_MAX, np.copysign(np.inf, q), q)
+    inf_a = np.where(a < 0, -np.inf, np.inf)
+    return np.where(zero_b, np.where(np.abs(a) < FLOAT32_TINY, 0.0, inf_a), q)
+
+
+def sqrt(x):
+    """glcnn's Sqrt: sqrt(max(x, 0)); ONNX gives NaN for x < 0, which GLSL cannot promise."""
+    return np.sqrt(np.maximum(np.asarray(x, F), 0.0))
+
+
+def erf(x):
+    """The error function, exactly (math.erf per element)."""
+    x = np.asarray(x, F)
+    return np.vectorize(math.erf, otypes=[F])(x) if x.size else x
+
+
+def power(x, exponent):
+    """glcnn's Pow with a constant scalar exponent p (glcnn/ops/activation.py, Math):
+    integer p: x^p, odd p keeping the sign, 0^p = +Inf for p < 0 (either zero's sign);
+    other p: max(x, 0)^p (ONNX: NaN for x < 0); x^0 = 1 everywhere; beyond float32: +-Inf;
+    |x| < 2^-126 counts as 0 (GLSL may flush subnormals)."""
+    x, p = np.asarray(x, F), float(exponent)
+    if p == 0:
+        return np.ones_like(x)
+    base = x if p == int(p) else np.maximum(x, 0.0)
+    base = np.where(np.abs(base) < FLOAT32_TINY, 0.0, base)
+    with np.errstate(divide="ignore", over="ignore"):
+        y = np.where(base == 0, np.inf if p < 0 else 0.0, np.abs(base) ** p)
+    y = np.where(y > FLOAT32_MAX, np.inf, y)
+    odd = p == int(p) and int(p) % 2 == 1
+    return np.where((base < 0) & odd, -y, y)
 
 
 # --- reductions, normalisation, softmax, vectors and dense layers ---------------------------

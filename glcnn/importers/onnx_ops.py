@@ -186,30 +186,73 @@ def _add_mul(imp, node, attrs):
     imp.emit(node, node.op_type, [imp.act(node, i)], {}, {"B": b})
 
 
-@converts("Sub", needs="Add")
+def _tensor_pair(imp, node) -> list[str] | None:
+    """Both inputs as glcnn tensors when glcnn's Sub / Div can take them in ONNX order (the
+    second the same shape as the first, or (C, 1, 1)); None when only the first broadcasts."""
+    first = imp.glcnn_shape(node.input[0], repr(node.input[0]))
+    second = imp.glcnn_shape(node.input[1], repr(node.input[1]))
+    if second[1:] == (1, 1) or first[1:] != (1, 1):
+        return [imp.act(node, 0), imp.act(node, 1)]
+    return None
+
+
+@converts("Sub")
 def _sub(imp, node, attrs):
-    """x − c = x + (−c); a − b = a + (−1)·b; c − x = (−1)·x + c."""
+    """a − b as a glcnn Sub; x − c = x + (−c) (an Add fuses into a conv); c − x and a (C,1,1)
+    a minus a full b: (−1)·b + a."""
     x, c = imp.const(node.input[0]), imp.const(node.input[1])
     if c is not None:
         b = per_channel(imp, node, -np.asarray(c), node.input[0], "constant operand")
         imp.emit(node, "Add", [imp.act(node, 0)], {}, {"B": b})
         return
+    pair = _tensor_pair(imp, node) if x is None else None
+    if pair is not None:
+        imp.emit(node, "Sub", pair)
+        return
     minus = imp.emit(node, "Mul", [imp.act(node, 1)], {}, {"B": -np.ones(1)}, suffix="/neg")
     if x is None:
-        pairs = [(imp.act(node, 0), node.input[0]), (minus, node.input[1])]
-        imp.emit(node, "Add", _broadcast_last(imp, pairs))
+        imp.emit(node, "Add", [minus, imp.act(node, 0)])
     else:
         b = per_channel(imp, node, x, node.input[1], "constant operand")
         imp.emit(node, "Add", [minus], {}, {"B": b})
 
 
-@converts("Div", needs="Mul")
+@converts("Div")
 def _div(imp, node, attrs):
-    c = imp.const(node.input[1])
-    if c is None:
-        fail(imp, node, "only division by a constant is supported")
-    b = per_channel(imp, node, 1.0 / np.asarray(c, np.float64), node.input[0], "divisor")
-    imp.emit(node, "Mul", [imp.act(node, 0)], {}, {"B": b})
+    """a / b as a glcnn Div (zero divisors as glcnn/ops/binary.py defines them); division by
+    a constant becomes a Mul by its reciprocal (which fuses into the op before it)."""
+    x, c = imp.const(node.input[0]), imp.const(node.input[1])
+    if c is not None:
+        b = per_channel(imp, node, 1.0 / np.asarray(c, np.float64), node.input[0], "divisor")
+        imp.emit(node, "Mul", [imp.act(node, 0)], {}, {"B": b})
+        return
+    if x is not None:
+        fail(imp, node, "a constant divided by a tensor is not supported")
+    pair = _tensor_pair(imp, node)
+    if pair is None:
+        fail(imp, node, f"dividing {list(imp.shape(node.input[0]))} by "
+                        f"{list(imp.shape(node.input[1]))}: only the divisor may broadcast")
+    imp.emit(node, "Div", pair)
+
+
+# --- unary math ---------------------------------------------------------------------------
+@converts("Sqrt", "Erf")
+def _unary(imp, node, attrs):
+    imp.emit(node, node.op_type, [imp.act(node, 0)], only(imp, node, attrs, ()))
+
+
+@converts("Pow")
+def _pow(imp, node, attrs):
+    """x^p with p a constant scalar (an initializer or a folded constant), as attribute
+    `exponent`; GELU's and normalisations' x^2, x^0.5 and the like."""
+    p = imp.const(node.input[1])
+    if p is None:
+        fail(imp, node, f"the exponent (input 1, {quote(node.input[1])}) is a tensor; only a "
+                        "constant scalar exponent is supported")
+    if np.asarray(p).size != 1:
+        fail(imp, node, f"the exponent has shape {list(np.shape(p))}; only a constant scalar "
+                        "exponent is supported")
+    imp.emit(node, "Pow", [imp.act(node, 0)], {"exponent": float(np.asarray(p).reshape(-1)[0])})
 
 
 # --- shape-only ---------------------------------------------------------------------------

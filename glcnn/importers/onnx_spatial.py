@@ -232,7 +232,8 @@ def _pad(imp, node, attrs):
 
 @converts("Slice")
 def _slice(imp, node, attrs):
-    """starts / ends / axes / steps (inputs from opset 10) become NCHW attributes."""
+    """starts / ends / axes / steps (inputs from opset 10) become NCHW attributes; steps must
+    be positive."""
     attrs = only(imp, node, attrs, ("starts", "ends", "axes"))  # opset < 10
     for index, key in enumerate(("starts", "ends", "axes", "steps")):
         value = weight(imp, node, index + 1, key)
@@ -243,10 +244,26 @@ def _slice(imp, node, attrs):
     if len(imp.shape(node.input[0])) != 4:
         fail(imp, node, f"slicing a rank-{len(imp.shape(node.input[0]))} tensor is not "
                         "supported")
+    if any(int(v) < 1 for v in attrs.get("steps", ())):
+        fail(imp, node, f"steps {attrs['steps']}: only positive steps are supported")
     axes = attrs.get("axes", range(len(attrs["starts"])))
     attrs["axes"] = [axis_nchw(imp, node, int(a), node.input[0]) for a in axes]
     imp.emit(node, "Slice", [imp.act(node, 0)],
              {k: [int(v) for v in values] for k, values in attrs.items()})
+
+
+@converts("Transpose")
+def _transpose(imp, node, attrs):
+    """A (1, C, H, W) tensor with perm [0, ...]: the batch axis must stay first."""
+    attrs = only(imp, node, attrs, ("perm",))
+    rank = len(imp.shape(node.input[0]))
+    perm = [int(p) for p in attrs.get("perm", range(rank - 1, -1, -1))]
+    if rank != 4:
+        fail(imp, node, f"transposing a rank-{rank} tensor is not supported")
+    if sorted(perm) != [0, 1, 2, 3] or perm[0] != 0:
+        fail(imp, node, f"perm={perm} moves the batch axis 0 (or is no permutation); only "
+                        "permutations of the axes C, H, W (1, 2, 3) are supported")
+    imp.emit(node, "Transpose", [imp.act(node, 0)], {"perm": perm})
 
 
 @converts("Concat")

@@ -21,6 +21,7 @@ from . import (  # noqa: F401  (registration)
     resize,
     slice,
     softmax,
+    transpose,
 )
 from .base import REGISTRY, Op, make_op, register
 

@@ -34,8 +34,8 @@ DRIVERS = {
     "gl33-small-limits": {"GALLIUM_DRIVER": "llvmpipe", "MESA_GL_VERSION_OVERRIDE": "3.3",
                           "MESA_GLSL_VERSION_OVERRIDE": "330", "GLCNN_GL_LIMITS": SMALL_LIMITS},
 }
-OPS = ("conv", "ops", "concat", "pool", "resize", "pad", "instancenorm", "softmax", "gemm",
-       "reduce", "depth_to_space", "flatten")
+OPS = ("conv", "ops", "math", "transpose", "concat", "pool", "resize", "pad", "instancenorm",
+       "softmax", "gemm", "reduce", "depth_to_space", "flatten")
 SUBSET = ["tests/runtime/test_contexts.py", "tests/test_layout.py",
           *(f"tests/ops/test_{name}.py" for name in OPS),
           "tests/runtime/test_precision.py", "tests/runtime/test_model_matrix.py"]
