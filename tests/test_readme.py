@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import assert_all_close, storable
+from helpers import assert_all_close, assert_close, storable
 from onnx import helper
 from onnx_models import make_model, rand
 
@@ -118,8 +118,21 @@ def check_u8(ctx, folder: Path, arrays) -> None:
                      "README u8 block")
 
 
+def check_custom_layers(ctx, folder: Path, arrays) -> None:
+    """The custom TF.js layers block: Conv2D 'same' -> depthToSpace(2, NHWC) -> x 0.5, as
+    PyTorch and numpy compute it from the block's kernel (Keras HWIO) and x (NHWC)."""
+    x = torch.from_numpy(arrays["x"]).permute(0, 3, 1, 2).double()
+    kernel = torch.from_numpy(arrays["kernel"]).permute(3, 2, 0, 1).double()
+    conv = torch.nn.functional.conv2d(x, kernel, padding=1)[0].permute(1, 2, 0).numpy()
+    h, w, c = conv.shape  # TF depthToSpace: channel (i * 2 + j) * C' + c goes to (2h + i, 2w + j)
+    shuffled = conv.reshape(h, w, 2, 2, c // 4).transpose(0, 2, 1, 3, 4)
+    expected = 0.5 * shuffled.reshape(2 * h, 2 * w, c // 4)[None]
+    assert_close(arrays["y"], expected, "fp32", "README custom TF.js layers block")
+
+
 # A block's check is chosen by a line only that block holds.
 CHECKS = {
+    'tfjs.register_layer("PixelShuffle2x"': check_custom_layers,
     'y = pending.result()': check_api,
     'graph = b.build([y], weights="w.npz")': check_builder,
     'glcnn.save(graph, "model_u8.npz")': check_u8,

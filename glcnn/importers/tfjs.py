@@ -9,8 +9,9 @@ Steps:
 1. parse the topology into layer calls (`Call`: Keras class, layer name, config, the layers
    it reads) in dependency order; a Sequential gets the InputLayer "<first layer>_input",
    as Keras and TF.js name it;
-2. check every class has a converter and every activation is known, raising one
-   `UnsupportedOpError` listing all that are not; settle the model's data format;
+2. check every class has a converter (a built-in one, or a custom class's builder registered
+   with `register_layer`, glcnn/importers/tfjs_custom.py) and every activation is known,
+   raising one `UnsupportedOpError` listing all that are not; settle the data format;
 3. read every weight; layers find theirs by name ("<layer>/kernel"), never by position;
 4. convert layer by layer (glcnn/importers/tfjs_layers.py).
 
@@ -38,6 +39,13 @@ from ..errors import GlcnnError, ModelFileError, ShapeError, UnsupportedOpError,
 from ..graph.graph import Graph, Node, float32
 from ..limits import check_atlas
 from ..ops import make_op
+from .tfjs_custom import (  # noqa: F401 (the public hook)
+    CUSTOM,
+    HOW,
+    custom_layer,
+    register_layer,
+    unregister_layer,
+)
 from .tfjs_tensor import PERMUTATION_GEMM_MAX, Tensor  # noqa: F401 (importers' names)
 from .tfjs_topology import Call, ConfigError, parse_topology
 from .tfjs_weights import read_weights
@@ -77,6 +85,37 @@ def load(path, input_size=None) -> Graph:
                              f"{str(exc)[:300]})") from None
 
 
+def open_inputs(path) -> dict[str, tuple]:
+    """InputLayers of TF.js model `path` whose height or width is None, in the model's layout
+    with "H" / "W" in their place, e.g. {"input_1": (1, "H", "W", 3)}; only model.json is read.
+
+    Raises:
+        UnsupportedOpError: an open channel count.
+        ModelFileError: not a readable layers model.
+    """
+    path = Path(path)
+    try:
+        calls = parse_topology(read_model_json(path)["modelTopology"], path.name)[0]
+        spatial = (1, 2) if data_layout(calls, path.name) == "NHWC" else (2, 3)
+        shapes = {c.name: c.config.get("batch_input_shape", c.config.get("batch_shape"))
+                  for c in calls if c.cls == "InputLayer"}
+    except MALFORMED as exc:
+        raise ModelFileError(f"{path.name}: malformed layers model ({type(exc).__name__}: "
+                             f"{str(exc)[:300]})") from None
+    found = {}
+    for name, shape in shapes.items():
+        if not isinstance(shape, list) or len(shape) != 4 or None not in shape[1:]:
+            continue  # fixed, or refused by the import with its own message
+        if shape[({1, 2, 3} - set(spatial)).pop()] is None:
+            raise UnsupportedOpError(f"{path.name}: input {quote(name)} has shape "
+                                     f"{quote(shape)}; only its height and width may be open")
+        dims = [1, *shape[1:]]
+        for axis, label in zip(spatial, "HW"):
+            dims[axis] = label if dims[axis] is None else dims[axis]
+        found[name] = tuple(dims)
+    return found
+
+
 def read_model_json(path: Path) -> dict:
     """model.json as a dict holding a layers model's `modelTopology`.
 
@@ -100,23 +139,32 @@ def read_model_json(path: Path) -> dict:
 
 
 def check_supported(calls: list[Call], filename: str) -> None:
-    """Raise one UnsupportedOpError naming every unknown layer class and activation."""
+    """Raise one UnsupportedOpError naming every unknown layer class and activation, each
+    with the layers using it, and how to register custom classes (glcnn/importers/
+    tfjs_custom.py). A custom class's activation is its builder's to check."""
     layers = _layers()
     missing: dict[str, list[str]] = {}
     for call in calls:
+        activation = layers.activation_name(call.config.get("activation"))
         if call.cls not in layers.CONVERTERS:
             missing.setdefault(call.cls, []).append(call.name)
-        activation = layers.activation_name(call.config.get("activation"))
-        if activation not in layers.ACTIVATIONS and call.cls in layers.CONVERTERS:
+        elif activation not in layers.ACTIVATIONS and call.cls not in CUSTOM:
             missing.setdefault(f"activation {quote(activation)}", []).append(call.name)
-    if missing:  # classes are identifiers (tfjs_topology); names are quoted, lists cut
-        listed = "; ".join(f"{kind} (layers: {', '.join(map(quote, names[:5]))}"
-                           f"{', ...' if len(names) > 5 else ''})"
-                           for kind, names in sorted(missing.items())[:10])
-        raise UnsupportedOpError(
-            f"{filename}: {len(missing)} unsupported layer class(es)/activation(s): {listed}. "
-            f"Supported layers: {', '.join(sorted(layers.CONVERTERS))}; activations: "
-            f"{', '.join(sorted(a for a in layers.ACTIVATIONS if a))}")
+    if not missing:
+        return
+    # classes are identifiers (tfjs_topology); names are quoted, lists cut
+    listed = "; ".join(f"{kind} (layers: {', '.join(map(quote, names[:5]))}"
+                       f"{', ...' if len(names) > 5 else ''})"
+                       for kind, names in sorted(missing.items())[:20])
+    more = f"; and {len(missing) - 20} more" if len(missing) > 20 else ""
+    classes = [kind for kind in missing if not kind.startswith("activation ")]
+    hook = (f". Custom layer classes (registered in TF.js with tf.serialization.registerClass) "
+            f"load once each has a builder: {HOW}, before loading (README: 'Custom TF.js "
+            "layers')" if classes else "")
+    raise UnsupportedOpError(
+        f"{filename}: {len(missing)} unsupported layer class(es)/activation(s): {listed}{more}"
+        f"{hook}. Supported layers: {', '.join(sorted(layers.CONVERTERS))}; activations: "
+        f"{', '.join(sorted(a for a in layers.ACTIVATIONS if a))}")
 
 
 def _layers():
