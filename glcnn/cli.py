@@ -1,13 +1,15 @@
 """The `glcnn` command (contract in DESIGN.md §4).
 
-    glcnn run  MODEL INPUT [-o OUT] [--precision fp32|fp16]   INPUT/OUT: .npy or image
-    glcnn info MODEL [--precision fp32|fp16]
+    glcnn run  MODEL INPUT [-o OUT] [--precision fp32|fp16] [--input-size H W]
+    glcnn info MODEL [--precision fp32|fp16] [--input-size H W]
     glcnn view MODEL [--source synthetic|camera|VIDEO|DIR] [--frames N] [--screenshot F]
     glcnn diff MODEL INPUT [--against onnxruntime|numpy|tfjs-outputs DIR]
                            [--precision fp32|fp16|u8] [--png DIR]
     glcnn bench MODEL [--against onnxruntime,torch] [--runs N] [--warmup N] [--budget S]
                       [--precision fp32|fp16|u8] [--input NPY] [--json FILE]
 
+INPUT/OUT: .npy or image. A model with open input sizes runs at INPUT's own size (an image
+is not resized) unless `--input-size H W` fixes it (an image is then resized to it).
 Errors print one line on stderr and exit with status 2 (a traceback with GLCNN_DEBUG set).
 `glcnn diff` exits with 0 when every layer is within the precision's tolerance and 1 when
 a layer diverged or no layer could be compared (so scripts and CI can gate on it).
@@ -22,6 +24,7 @@ import numpy as np
 from . import debug
 from .errors import GlcnnError, ShapeError
 from .inputs import IMAGE_SUFFIXES, read_image, read_npy
+from .npy import read_header
 from .runtime.precision import TOLERANCE
 
 
@@ -34,9 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", help="write the first output (.npy or image)")
     run.add_argument("--precision", default="fp32", choices=list(TOLERANCE),
                      help="u8 uses the model's calibrated ranges, or calibrates on INPUT")
+    _add_input_size(run, "(default: INPUT's own size); an image is resized to it")
     info = sub.add_parser("info", help="layers, shapes, params, FLOPs, texture memory")
     info.add_argument("model")
     info.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
+    _add_input_size(info, "to show the layers at")
     view = sub.add_parser("view", help="live window: input | output | a layer | its filters")
     view.add_argument("model")
     view.add_argument("--source", default="synthetic",
@@ -49,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     _add_diff_parser(sub)
     _add_bench_parser(sub)
     return parser
+
+
+def _add_input_size(command, purpose: str) -> None:
+    command.add_argument("--input-size", type=int, nargs=2, metavar=("H", "W"),
+                         help=f"size for a model whose input sizes are open, {purpose}")
 
 
 def _add_diff_parser(sub) -> None:
@@ -114,11 +124,40 @@ def _write(path: Path, y: np.ndarray, value_range) -> None:
     Image.fromarray(image[..., 0] if c == 1 else image).save(path)
 
 
+def load_for_input(model, input_path, input_size=None):
+    """The optimised graph of `model` for input file `input_path`: at `input_size` if given,
+    else, when the model's input sizes are open, at the input's own size (a .npy array's
+    shape, an image's pixels)."""
+    from .importers import open_inputs
+    from .importers.prepared import load_optimized
+    from .runtime.open_size import spatial_size
+    opened = open_inputs(model) if input_size is None else {}
+    if opened:
+        name, dims = next(iter(opened.items()))
+        input_size = spatial_size(name, dims, _file_shape(Path(input_path)))
+    return load_optimized(model, input_size=input_size)
+
+
+def _file_shape(path: Path) -> tuple:
+    """The shape a .npy file's header declares, or (H, W) of an image as (1, H, W)."""
+    if path.suffix.lower() == ".npy":
+        try:
+            with open(path, "rb") as stream:
+                return read_header(stream, str(path), ShapeError)[0]
+        except OSError as exc:
+            raise ShapeError(f"{path}: not a readable .npy array ({exc})") from None
+    from PIL import Image
+    try:
+        with Image.open(path) as image:  # the header only
+            return (1, image.height, image.width)
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise ShapeError(f"{path}: cannot read image ({exc})") from None
+
+
 def cmd_run(args) -> None:
     from .commands.diff import calibrate_if_needed
-    from .importers.prepared import load_optimized
     from .runtime.pipeline import Pipeline
-    graph = load_optimized(args.model)
+    graph = load_for_input(args.model, args.input, args.input_size)
     name, shape = next(iter(graph.inputs.items()))
     meta = graph.meta
     x = read_input(Path(args.input), shape, meta.get("input_range", (0, 1)))
@@ -136,10 +175,17 @@ def cmd_run(args) -> None:
 
 
 def cmd_info(args) -> None:
+    from .importers import open_inputs
     from .importers.prepared import load_optimized
     from .ops import build_ops
+    from .runtime.open_size import shown_inputs
     from .runtime.summary import table
-    graph = load_optimized(args.model)
+    opened = open_inputs(args.model) if args.input_size is None else {}
+    if opened:
+        print(f"{args.model}: inputs {shown_inputs(opened)}: open sizes, compiled for the size "
+              "of each input run; --input-size H W shows the layers at one size")
+        return
+    graph = load_optimized(args.model, input_size=args.input_size)
     ops, shapes = build_ops(graph)
     print(f"{args.model}: inputs {graph.inputs} -> outputs "
           f"{ {o: shapes[o] for o in graph.outputs} }")
@@ -152,7 +198,11 @@ def cmd_view(args) -> None:
     from .viewer.window import Viewer, check_screenshot_path
     if args.screenshot:
         check_screenshot_path(args.screenshot)
-    graph = load_optimized(args.model)
+    from .importers import open_inputs
+    opened = open_inputs(args.model)
+    if opened and not args.size:
+        raise GlcnnError(f"{args.model} leaves its input sizes open; pass --size W H")
+    graph = load_optimized(args.model, input_size=args.size[::-1] if opened else None)
     name, (c, h, w) = next(iter(graph.inputs.items()))
     if args.size:
         w, h = args.size
@@ -198,11 +248,10 @@ def _diff_report(args):
     """Run the model keeping every layer and compare each with the reference (a DiffReport)."""
     from .commands.diff import calibrate_if_needed, diff_pipeline
     from .commands.diff_refs import check_against
-    from .importers.prepared import load_optimized
     from .runtime.pipeline import Pipeline
     against, folder = _against(args.against)
     against = check_against(against, args.model, folder)
-    graph = load_optimized(args.model)
+    graph = load_for_input(args.model, args.input)
     if len(graph.inputs) != 1:
         raise GlcnnError(f"glcnn diff takes one-input models; {args.model} has "
                          f"{list(graph.inputs)}")
@@ -222,7 +271,11 @@ def cmd_bench(args) -> None:
     from .commands.bench import Settings, bench, write_json
     from .commands.bench_refs import parse_against
     from .commands.bench_report import format_report
+    from .importers import open_inputs
     against = parse_against(args.against)
+    if open_inputs(args.model):
+        raise GlcnnError(f"{args.model} leaves its input sizes open; glcnn bench times fixed "
+                         "sizes only (glcnn run --input-size H W runs it at one)")
     if args.input and Path(args.input).suffix.lower() != ".npy":
         raise ShapeError(f"{args.input}: --input takes a .npy array in the model's layout")
     inputs = read_npy(Path(args.input)) if args.input else None

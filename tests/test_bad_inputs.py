@@ -93,9 +93,16 @@ BUILTIN_ERRORS = {"ValueError", "KeyError", "AssertionError", "IndexError", "Typ
 
 
 def _raised_builtins(path: Path) -> list[str]:
-    """`raise ValueError(...)`-style statements and asserts in `path`, as "file:line"."""
+    """`raise ValueError(...)`-style statements and asserts in `path`, as "file:line"; an
+    AttributeError raised by a `__getattr__` is Python's protocol (hasattr, copy), not one."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    protocol = {id(raised) for fn in ast.walk(tree)
+                if isinstance(fn, ast.FunctionDef) and fn.name == "__getattr__"
+                for raised in ast.walk(fn) if isinstance(raised, ast.Raise)}
+    for node in ast.walk(tree):
+        if id(node) in protocol and "AttributeError" in ast.unparse(node):
+            continue
         if isinstance(node, ast.Raise) and node.exc is not None:
             call = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
             if isinstance(call, ast.Name) and call.id in BUILTIN_ERRORS:

@@ -73,3 +73,16 @@ def test_errors_are_one_line_exit_2(case, dcgan_file, tmp_path):
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("glcnn ") and "error:" in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("command", ["bench", "view"])
+def test_open_size_model_without_a_size_is_one_line_error(command, tmp_path):
+    import onnx
+    from onnx import helper
+    from onnx_models import make_model, rand
+    model = make_model([helper.make_node("Conv", ["x", "W"], ["y"])], {"x": [1, 3, "H", "W"]},
+                       {"y": None}, {"W": rand(2, 3, 1, 1)})
+    onnx.save(model, str(tmp_path / "open.onnx"))
+    done = glcnn_cli(command, tmp_path / "open.onnx")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert {"bench": "--input-size", "view": "--size W H"}[command] in done.stderr

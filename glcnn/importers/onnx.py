@@ -4,7 +4,8 @@ Steps:
 1. read and sanity-check the protobuf, large weights read apart as views of the file
    (`onnx_wire`) (`ModelFileError` naming the file otherwise); external data is read by
    glcnn, only from regular files inside the model's folder (`onnx_external`);
-2. give a symbolic batch dimension the value 1 and run onnx shape inference;
+2. give a symbolic batch dimension the value 1, open H and W of 4-D inputs `input_size`
+   (`onnx_inputs` says which are open), and run onnx shape inference;
 3. fold everything computable from initializers and static shapes (`onnx_fold`): the
    Shape/Gather/Unsqueeze/Concat/Cast/Constant arithmetic PyTorch emits disappears;
 4. check every remaining node has a converter and its glcnn op is registered, raising one
@@ -37,15 +38,18 @@ from . import (  # noqa: F401 (onnx_spatial registers converters)
     onnx_wire,
 )
 from .onnx_fold import onnx_module
+from .onnx_inputs import check_input_size
 
 FLOAT = 1  # onnx.TensorProto.FLOAT
 
 
-def load(path) -> Graph:
+def load(path, input_size=None) -> Graph:
     """Read an ONNX model into a Graph.
 
     Args:
         path: a `.onnx` file (external data only from regular files in its folder).
+        input_size: (H, W) for 4-D inputs whose height and width the model leaves open
+            (symbolic or -1, as PyTorch exports with dynamic_axes); ignored where fixed.
     Returns:
         The graph: tensors (C, H, W), batch 1; not yet optimised (glcnn.load runs the passes).
         `meta["external_data"]` lists the external-data files read (relative to the model's
@@ -54,10 +58,11 @@ def load(path) -> Graph:
         ModelFileError: onnx not installed, not an ONNX file, truncated, missing tensors,
             external data outside the model's folder or not matching its tensor.
         UnsupportedOpError: ops, attribute values, ranks, batch sizes or dtypes glcnn
-            cannot run; unsupported op types are all listed in one error.
+            cannot run; unsupported op types are all listed in one error; an open C, or
+            open H/W without `input_size`.
     """
     model, weights, files = _read(path, split=True)
-    graph = OnnxImport(model, Path(path).name, weights).run()
+    graph = OnnxImport(model, Path(path).name, weights, input_size).run()
     if files:
         graph.meta["external_data"] = files
     return graph
@@ -162,8 +167,9 @@ class OnnxImport:
     Converters in `onnx_ops` call `act`, `const`, `shape`, `emit` and `alias`.
     """
 
-    def __init__(self, model, filename: str, weights: dict | None = None):
+    def __init__(self, model, filename: str, weights: dict | None = None, input_size=None):
         self.model, self.filename, self.weights = model, filename, weights or {}
+        self.input_size = input_size
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           1)
         self.consts = {t.name: self._initializer(t) for t in model.graph.initializer}
@@ -208,6 +214,7 @@ class OnnxImport:
     def _run(self) -> Graph:
         self._check_defined()
         self._pin_batch()
+        self._pin_size()
         dynamic, self.shapes, self.types = onnx_fold.fold_graph(self.model, self.consts)
         self._check_supported(dynamic)
         inputs = {name: self._input_shape(name) for name in self.input_names}
@@ -242,11 +249,41 @@ class OnnxImport:
             defined.update(name for name in node.output if name)
 
     def _pin_batch(self):
-        """A symbolic or zero leading dimension of a graph input becomes 1 (batch 1)."""
+        """A symbolic, -1 or zero leading dimension of a graph input becomes 1 (batch 1)."""
         for info in self.model.graph.input:
             dims = info.type.tensor_type.shape.dim
-            if info.name in self.input_names and dims and not dims[0].dim_value:
+            if info.name in self.input_names and dims and dims[0].dim_value <= 0:
                 dims[0].dim_value = 1
+
+    def _pin_size(self):
+        """Open H and W of 4-D inputs become `input_size` before shape inference, so the
+        shape arithmetic reading them folds as for a static model; -1 dims declared for
+        other tensors are left to inference.
+
+        Raises:
+            UnsupportedOpError: an open C, or open H/W without `input_size`. GlcnnError: a
+                bad `input_size` (check_input_size).
+        """
+        size = None if self.input_size is None else check_input_size(self.input_size)
+        for info in [*self.model.graph.output, *self.model.graph.value_info]:
+            for dim in info.type.tensor_type.shape.dim:  # -1: unknown, for inference to fill
+                if dim.HasField("dim_value") and dim.dim_value < 0:
+                    dim.ClearField("dim_value")
+        for info in self.model.graph.input:
+            dims = info.type.tensor_type.shape.dim
+            if info.name not in self.input_names or len(dims) != 4:
+                continue
+            if dims[1].dim_value <= 0:
+                raise UnsupportedOpError(f"input {quote(info.name)} leaves its channels open; "
+                                         "only the height and width of an image may be open")
+            if size is None and min(d.dim_value for d in dims[2:]) <= 0:
+                shown = _dims([d.dim_value if d.dim_value > 0 else None for d in dims])
+                raise UnsupportedOpError(f"input {quote(info.name)} has a dynamic shape {shown}; "
+                                         "pass input_size=(H, W) for its open height and width "
+                                         "(glcnn.load specialises it at each input's size)")
+            for dim, value in zip(dims[2:], size or ()):
+                if dim.dim_value <= 0:
+                    dim.dim_value = value
 
     def _check_supported(self, dynamic):
         from .onnx_ops import supported_op_types
@@ -275,8 +312,8 @@ class OnnxImport:
         dims = self.shapes.get(name)
         if dims is None or None in dims:
             raise UnsupportedOpError(f"{self.filename}: input {quote(name)} has a dynamic shape "
-                                     f"{_dims(dims)}; glcnn needs static C, H, W (re-export "
-                                     "with a fixed input size)")
+                                     f"{_dims(dims)}; pass input_size=(H, W) (glcnn.load "
+                                     "specialises open sizes itself)")
         return self.glcnn_shape(name, f"input {quote(name)}")
 
     def glcnn_shape(self, name, what) -> tuple[int, int, int]:

@@ -11,7 +11,9 @@ from disk (read-only, never scanned again for NaN/Inf) the next time.
   cache off (nothing is read or written).
 - An entry is found by the model file's resolved path, inode, size, modification time and
   a hash of 16 spread 64 KiB samples of its bytes, and by glcnn's own code (the size and time
-  of its modules): editing the model or upgrading glcnn makes a new entry. An ONNX model's
+  of its modules), and by the input size a model with open sizes was specialised for
+  (`load_optimized(path, input_size=(H, W))`: one entry per size): editing the model or
+  upgrading glcnn makes a new entry. An ONNX model's
   external-data files (`Graph.meta["external_data"]`) are stamped the same way in its entry,
   which serves only while every one of them is unchanged (else the model is imported again
   and the entry rewritten). A file modified less than `RACY_SECONDS` ago, model or external
@@ -50,6 +52,7 @@ from ..limits import memory_budget, mib
 from ..ops.base import all_finite, remember_finite
 from . import load_graph
 from . import npz as native
+from .onnx_inputs import check_input_size
 
 MAGIC = b"GLCNNPR1"
 ALIGN = 64
@@ -64,21 +67,25 @@ class StaleEntry(ValueError):
     """An external-data file of the model changed since its entry was written."""
 
 
-def load_optimized(path, cache: bool | None = None) -> Graph:
-    """`load_graph(path)` then `passes.optimize`, through the prepared-model cache.
+def load_optimized(path, cache: bool | None = None, input_size=None) -> Graph:
+    """`load_graph(path, input_size)` then `passes.optimize`, through the prepared-model cache.
 
     Args:
         path: the model file.
         cache: use the cache (default: unless ``GLCNN_CACHE=0``).
+        input_size: (H, W) for a model whose image inputs leave them open (see
+            `importers.open_inputs`); each size has its own entry.
     Returns:
         The optimised Graph. Weights read from the cache are read-only maps of the entry
         (replace a node's array to change it).
     Raises:
-        As `load_graph` and `Graph.validate`, for the model file.
+        As `load_graph` and `Graph.validate`, for the model file; GlcnnError for an
+        `input_size` that is not two positive integers.
     """
     from ..graph.passes import optimize
     path = Path(path)
-    entry = _entry_for(path, cache)
+    input_size = None if input_size is None else check_input_size(input_size)
+    entry = _entry_for(path, cache, input_size)
     if entry is not None and entry.is_file():
         try:
             graph = read_entry(entry)
@@ -91,7 +98,7 @@ def load_optimized(path, cache: bool | None = None) -> Graph:
             with contextlib.suppress(OSError):  # a read-only cache is still a cache
                 os.utime(entry)  # most recently used
             return graph
-    graph = optimize(load_graph(path))
+    graph = optimize(load_graph(path) if input_size is None else load_graph(path, input_size))
     sources = _sources(path, graph)
     if entry is None or sources is None:
         return graph
@@ -105,7 +112,7 @@ def load_optimized(path, cache: bool | None = None) -> Graph:
     return graph
 
 
-def _entry_for(path: Path, cache: bool | None) -> Path | None:
+def _entry_for(path: Path, cache: bool | None, input_size=None) -> Path | None:
     """Where `path`'s entry is or goes; None when the file is not cached: the cache is off,
     another format, a file modified within RACY_SECONDS, or one that cannot be read (its
     importer then says so properly)."""
@@ -117,7 +124,7 @@ def _entry_for(path: Path, cache: bool | None) -> Path | None:
     try:
         if not path.is_file() or time.time() - path.stat().st_mtime < RACY_SECONDS:
             return None
-        return cache_dir() / f"{entry_key(path)}.glcnn"
+        return cache_dir() / f"{entry_key(path, input_size)}.glcnn"
     except OSError:
         return None
 
@@ -129,9 +136,12 @@ def cache_dir() -> Path:
     return Path(base) / "glcnn" / "prepared"
 
 
-def entry_key(path: Path) -> str:
-    """Hex digest naming the entry of model file `path` (see the module docstring)."""
+def entry_key(path: Path, input_size=None) -> str:
+    """Hex digest naming the entry of model file `path`, specialised for `input_size` (H, W)
+    if given (see the module docstring)."""
     ident = [MAGIC.decode(), _code_stamp(), _file_stamp(path)]
+    if input_size is not None:
+        ident.append([int(v) for v in input_size])
     return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:32]
 
 
