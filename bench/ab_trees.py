@@ -25,7 +25,10 @@ import json, sys, time
 t0 = time.perf_counter()
 import numpy as np
 import glcnn
-from glcnn.importers.prepared import load_optimized
+try:
+    from glcnn.importers.prepared import load_optimized
+except ImportError:  # a tree from before the sub-packages (issue #19)
+    from glcnn.prepared import load_optimized
 path, inp, precision = sys.argv[1:4]
 x = np.load(inp)
 graph = load_optimized(path, cache=False)
