@@ -1,4 +1,4 @@
-// Builds the TF.js fixtures of tests/test_tfjs_import.py (see README.md next to this file):
+// Builds the TF.js fixtures of tests/importers/test_tfjs_import.py (see README.md next to this file):
 //
 //   cd tools/tfjs_fixtures && npm install && node make_fixtures.js
 //

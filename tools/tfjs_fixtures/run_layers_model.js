@@ -3,7 +3,7 @@
 //
 //   node run_layers_model.js MODEL_DIR INPUT.npy OUTPUT.npy
 //
-// tests/test_tfjs_import.py uses it for TF.js's own output of a model fetched from npm.
+// tests/importers/test_tfjs_import.py uses it for TF.js's own output of a model fetched from npm.
 'use strict';
 
 const tf = require('@tensorflow/tfjs');
