@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 
 from glcnn.commands import docs, torch_runner
+from glcnn.errors import GlcnnError
 from glcnn.graph import reference
 from glcnn.importers import onnx_ops, onnx_spatial, tfjs, tfjs_layers, tfjs_shapes  # noqa: F401
 from glcnn.ops import REGISTRY
 from glcnn.ops.base import ACTIVATION_DEFAULTS
+from glcnn.registry import enter
 
 OPS = "ops.REGISTRY"
 ONNX = "ONNX importer CONVERTERS"
@@ -152,3 +154,12 @@ def test_tfjs_converters_emit_only_the_ops_they_declare(case, monkeypatch):
     undeclared = {cls: sorted(ops - set(tfjs_layers.EMITS[cls]))
                   for cls, ops in emitted.items() if ops - set(tfjs_layers.EMITS[cls])}
     assert not undeclared, f"{case}: ops emitted but not in the converter's emits=: {undeclared}"
+
+
+def test_a_second_entry_under_a_name_is_refused_and_nothing_is_added():
+    table = {"Conv": "first"}
+    with pytest.raises(GlcnnError, match="'Conv' already in the test table"):
+        enter(table, {"Relu": "new", "Conv": "second"}, "the test table")
+    assert table == {"Conv": "first"}
+    enter(table, {"Relu": "new"}, "the test table")
+    assert table == {"Conv": "first", "Relu": "new"}

@@ -37,6 +37,7 @@ from ..errors import GlcnnError, UnsupportedOpError, quote
 from ..graph.reference_ops import pool_pads
 from ..ops import build_ops
 from ..ops.base import ACTIVATION_DEFAULTS
+from ..registry import enter
 
 # ONNX op type -> f(node, shapes) returning the op's closure values -> tensor (before the
 # fused epilogue). Adding an op means adding one decorated function below.
@@ -47,13 +48,10 @@ def builds(*op_types):
     """Function decorator: make `fn` the builder of each ONNX op type in `op_types`.
 
     Raises:
-        ValueError: an op type is given a builder twice.
+        GlcnnError: an op type is given a builder twice.
     """
     def wrap(fn):
-        for op_type in op_types:
-            if op_type in BUILDERS:
-                raise ValueError(f"op {op_type!r} has two torch builders")
-            BUILDERS[op_type] = fn
+        enter(BUILDERS, dict.fromkeys(op_types, fn), "the torch runner's BUILDERS")
         return fn
     return wrap
 

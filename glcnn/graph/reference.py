@@ -9,7 +9,8 @@ fused into the node (input activation, residual add, activation).
 
 import numpy as np
 
-from ..errors import GlcnnError, UnsupportedOpError, quote
+from ..errors import UnsupportedOpError, quote
+from ..registry import enter
 from .reference_ops import (
     ACTIVATIONS,
     F,
@@ -52,13 +53,10 @@ def evaluates(*op_types):
     """Function decorator: make `fn` the evaluator of each ONNX op type in `op_types`.
 
     Raises:
-        ValueError: an op type is given an evaluator twice.
+        GlcnnError: an op type is given an evaluator twice.
     """
     def wrap(fn):
-        for op_type in op_types:
-            if op_type in EVALUATORS:
-                raise GlcnnError(f"op {op_type!r} has two reference evaluators")
-            EVALUATORS[op_type] = fn
+        enter(EVALUATORS, dict.fromkeys(op_types, fn), "the reference EVALUATORS")
         return fn
     return wrap
 

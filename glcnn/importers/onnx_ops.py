@@ -11,8 +11,9 @@ Axes are given to glcnn ops in NCHW terms, so a (1, F) tensor's axis 1 is the ch
 
 import numpy as np
 
-from ..errors import GlcnnError, UnsupportedOpError, quote
+from ..errors import UnsupportedOpError, quote
 from ..graph.graph import float32
+from ..registry import enter
 from .onnx_fold import attributes
 
 CONVERTERS: dict[str, tuple] = {}
@@ -23,13 +24,11 @@ def converts(*op_types, needs="same"):
     ONNX op type itself; None: it only aliases).
 
     Raises:
-        ValueError: an op type is given a converter twice.
+        GlcnnError: an op type is given a converter twice.
     """
     def wrap(fn):
-        for op in op_types:
-            if op in CONVERTERS:
-                raise GlcnnError(f"ONNX op {op!r} has two converters")
-            CONVERTERS[op] = (fn, op if needs == "same" else needs)
+        enter(CONVERTERS, {op: (fn, op if needs == "same" else needs) for op in op_types},
+              "the ONNX importer's CONVERTERS")
         return fn
     return wrap
 

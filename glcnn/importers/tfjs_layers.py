@@ -33,7 +33,8 @@ Bilinear without half-pixel centres, "asymmetric"); Python Keras's bilinear diff
 
 import numpy as np
 
-from ..errors import GlcnnError, quote
+from ..errors import quote
+from ..registry import enter
 from .tfjs_tensor import Tensor
 from .tfjs_topology import Call, ConfigError, integers
 
@@ -62,14 +63,11 @@ def converts(*classes, emits: tuple[str, ...]):
     may emit (ACTIVATION_OPS too when it applies the layer's activation with `finish`).
 
     Raises:
-        ValueError: a class is given a converter twice.
+        GlcnnError: a class is given a converter twice.
     """
     def wrap(fn):
-        for cls in classes:
-            if cls in CONVERTERS:
-                raise GlcnnError(f"Keras class {cls!r} has two converters")
-            CONVERTERS[cls] = fn
-            EMITS[cls] = tuple(emits)
+        enter(CONVERTERS, dict.fromkeys(classes, fn), "the TF.js importer's CONVERTERS")
+        EMITS.update(dict.fromkeys(classes, tuple(emits)))
         return fn
     return wrap
 

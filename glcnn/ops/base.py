@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedOpError, WeightError, quote
 from ..graph.graph import FLOAT32_MAX, Node, float32
 from ..layout import pack_channels
+from ..registry import enter
 
 REGISTRY: dict[str, type["Op"]] = {}
 
@@ -38,13 +39,10 @@ def register(*op_types: str):
     (one class may serve several: `@register("Resize", "Upsample")`).
 
     Raises:
-        ValueError: an op type is registered twice.
+        GlcnnError: an op type is registered twice.
     """
     def wrap(cls):
-        for op_type in op_types:
-            if op_type in REGISTRY:
-                raise ValueError(f"op {op_type!r} registered twice")
-            REGISTRY[op_type] = cls
+        enter(REGISTRY, dict.fromkeys(op_types, cls), "the op registry")
         return cls
     return wrap
 
