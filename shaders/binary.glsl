@@ -1,29 +1,50 @@
 // binary.glsl - elementwise Add / Sub / Mul / Div of the input and a second operand.
 // Defines: OP_ADD | OP_SUB | OP_MUL | OP_DIV; OTHER_TENSOR (same shape), OTHER_CHANNEL
-//          ((C,1,1) tensor), OTHER_CONSTANT (per-channel constant in u_params row 0).
-// Uniforms: u_input_shape, u_other_shape.  Samplers: u_input, u_other | u_params.
+//          ((C,1,1) tensor), OTHER_CONSTANT (per-channel constant in u_params row 0),
+//          OTHER_BROADCAST (two tensors, each axis the output's size or 1 on either side),
+//          OTHER_ATLAS (a constant glcnn-shaped tensor u_const, broadcast likewise);
+//          SWAP (b op a instead of a op b: a constant minus or divided by the input).
+// Uniforms: u_input_shape, u_other_shape, u_const_shape (OTHER_ATLAS).
+// Samplers: u_input, u_other | u_params | u_const.
 
 #if defined(OP_ADD) + defined(OP_SUB) + defined(OP_MUL) + defined(OP_DIV) != 1
 #error binary.glsl needs exactly one of OP_ADD, OP_SUB, OP_MUL and OP_DIV
 #endif
-#if defined(OTHER_TENSOR) + defined(OTHER_CHANNEL) + defined(OTHER_CONSTANT) != 1
-#error binary.glsl needs exactly one of OTHER_TENSOR, OTHER_CHANNEL and OTHER_CONSTANT
+#if defined(OTHER_TENSOR) + defined(OTHER_CHANNEL) + defined(OTHER_CONSTANT) + defined(OTHER_BROADCAST) + defined(OTHER_ATLAS) != 1
+#error binary.glsl needs exactly one of OTHER_TENSOR, OTHER_CHANNEL, OTHER_CONSTANT, OTHER_BROADCAST and OTHER_ATLAS
 #endif
+
+#include "broadcast.glsl"
 
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
 #if defined(OTHER_CONSTANT)
 uniform sampler2D u_params;
+#elif defined(OTHER_ATLAS)
+uniform sampler2D u_const;
+uniform ivec4 u_const_shape;
 #else
 uniform sampler2D u_other;
 uniform ivec4 u_other_shape;
 #endif
+
+vec4 first(int slice, int y, int x) {
+#if defined(OTHER_BROADCAST) || defined(OTHER_ATLAS)
+    return fetch_broadcast(u_input, u_input_shape, slice, y, x);
+#else
+    return fetch(u_input, u_input_shape, slice, y, x);
+#endif
+}
 
 vec4 other(int slice, int y, int x) {
 #if defined(OTHER_TENSOR)
     return fetch(u_other, u_other_shape, slice, y, x);
 #elif defined(OTHER_CHANNEL)
     return fetch(u_other, u_other_shape, slice, 0, 0);
+#elif defined(OTHER_BROADCAST)
+    return fetch_broadcast(u_other, u_other_shape, slice, y, x);
+#elif defined(OTHER_ATLAS)
+    return fetch_broadcast(u_const, u_const_shape, slice, y, x);
 #else
     return channel_params(u_params, slice, 0);
 #endif
@@ -52,14 +73,20 @@ vec4 divide(vec4 a, vec4 b) {
 #endif
 
 vec4 compute(int slice, int y, int x) {
-    vec4 a = fetch(u_input, u_input_shape, slice, y, x);
-#if defined(OP_ADD)
-    return a + other(slice, y, x);
-#elif defined(OP_SUB)
-    return a - other(slice, y, x);
-#elif defined(OP_MUL)
-    return a * other(slice, y, x);
+#ifdef SWAP
+    vec4 a = other(slice, y, x);
+    vec4 b = first(slice, y, x);
 #else
-    return divide(a, other(slice, y, x));
+    vec4 a = first(slice, y, x);
+    vec4 b = other(slice, y, x);
+#endif
+#if defined(OP_ADD)
+    return a + b;
+#elif defined(OP_SUB)
+    return a - b;
+#elif defined(OP_MUL)
+    return a * b;
+#else
+    return divide(a, b);
 #endif
 }

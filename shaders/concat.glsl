@@ -1,8 +1,10 @@
-// concat.glsl - ONNX Concat on the channel axis: y[c] = x_i[c - u_end[i - 1]] for the input i
-// with u_end[i - 1] <= c < u_end[i] (u_end[-1] taken as 0). Any channel counts.
-// Defines: INPUTS (1..8); ALIGNED (every input but the last has a multiple of 4 channels, so
-//          an output slice is one whole input slice; otherwise each lane is looked up alone).
-// Uniforms: u_end[INPUTS] (running channel totals), u_input<i>_shape.
+// concat.glsl - ONNX Concat along C, H or W: y[c] = x_i[c - u_end[i - 1]] for the input i
+// with u_end[i - 1] <= c < u_end[i] (u_end[-1] taken as 0), along H and W alike. Any sizes.
+// Defines: INPUTS (1..8); ALONG_H or ALONG_W (concatenate rows or columns: each output texel
+//          is one whole texel of one input); else the channel axis, with ALIGNED (every input
+//          but the last has a multiple of 4 channels, so an output slice is one whole input
+//          slice; otherwise each lane is looked up alone).
+// Uniforms: u_end[INPUTS] (running totals along the axis), u_input<i>_shape.
 // Samplers: u_input0 .. u_input<INPUTS-1> (GLSL 330 cannot index samplers by a variable,
 //           hence one sampler each and the switch below).
 
@@ -10,6 +12,8 @@
 #error concat.glsl needs INPUTS
 #elif INPUTS < 1 || INPUTS > 8
 #error concat.glsl needs INPUTS in 1..8
+#elif defined(ALONG_H) + defined(ALONG_W) + defined(ALIGNED) > 1
+#error concat.glsl takes at most one of ALONG_H, ALONG_W, ALIGNED
 #endif
 
 uniform int u_end[INPUTS];
@@ -71,7 +75,7 @@ vec4 input_slice(int i, int slice, int y, int x) {
     }
 }
 
-// (input, channel within it) of output channel c < u_end[INPUTS - 1].
+// (input, index within it) of output index c < u_end[INPUTS - 1] along the axis.
 ivec2 locate(int c) {
     int i = 0;
     while (i < INPUTS - 1 && c >= u_end[i]) {
@@ -81,7 +85,13 @@ ivec2 locate(int c) {
 }
 
 vec4 compute(int slice, int y, int x) {
-#ifdef ALIGNED
+#if defined(ALONG_H)
+    ivec2 at = locate(y);
+    return input_slice(at.x, slice, at.y, x);
+#elif defined(ALONG_W)
+    ivec2 at = locate(x);
+    return input_slice(at.x, slice, y, at.y);
+#elif defined(ALIGNED)
     ivec2 at = locate(4 * slice);
     return input_slice(at.x, at.y / 4, y, x);
 #else

@@ -1,15 +1,20 @@
-// softmax.glsl - Softmax over channels at each pixel (glcnn/ops/softmax.py):
-//   y[c] = exp(x[c] - M) / S,  M = max_k x[k],  S = sum_k exp(x[k] - M)  (no exp overflows).
-// In one pass every output texel reads all ceil(C/4) slices of its pixel twice (for M, then
-// S); with many channels SoftmaxStats writes (M, S) once per pixel and SoftmaxApply reads it.
-// A (C, 1, 1) classifier vector is the case H = W = 1.
-// Defines: STATS (write vec4(M, S, 0, 0) to the (2, H, W) output);
+// softmax.glsl - Softmax along one axis (glcnn/ops/softmax.py):
+//   y = exp(x - M) / S,  M = max over the line,  S = sum over the line of exp(x - M).
+// Over channels (no OVER_* define) every output texel reads all ceil(C/4) slices of its pixel
+// twice (for M, then S); over H or W (OVER_H, OVER_W) each lane is its own channel and walks
+// its column or row twice. With long lines SoftmaxStats writes (M, S) once per line and
+// SoftmaxApply reads it. A (C, 1, 1) classifier vector is the channel case with H = W = 1.
+// Defines: OVER_H | OVER_W (else channels); STATS (write M and S: channels 0, 1 of a
+//          (2, H, W) output over channels, else index 0 and 1 along the axis);
 //          STATS_INPUT (read M and S from u_stats instead of computing them).
 // Uniforms: u_input_shape, u_stats_shape (STATS_INPUT).
-// Samplers: u_input, u_stats (STATS_INPUT: channels 0 and 1 = M and S).
+// Samplers: u_input, u_stats (STATS_INPUT).
 
 #if defined(STATS) && defined(STATS_INPUT)
 #error STATS and STATS_INPUT exclude each other
+#endif
+#if defined(OVER_H) && defined(OVER_W)
+#error softmax.glsl takes one axis: OVER_H or OVER_W
 #endif
 
 uniform sampler2D u_input;
@@ -19,6 +24,47 @@ uniform sampler2D u_stats;
 uniform ivec4 u_stats_shape;
 #endif
 
+#if defined(OVER_H) || defined(OVER_W)
+#  ifdef OVER_W
+const ivec2 STEP = ivec2(1, 0);  // (x, y)
+#  else
+const ivec2 STEP = ivec2(0, 1);
+#  endif
+
+// (M, S) of the 4 lanes of `slice` along the line through pixel (y, x).
+mat2x4 stats(int slice, int y, int x) {
+    ivec2 p = ivec2(x, y) * (ivec2(1) - STEP);  // the line's first texel
+    int n = STEP.x * u_input_shape.z + STEP.y * u_input_shape.y;
+    vec4 m = fetch(u_input, u_input_shape, slice, p.y, p.x);
+    for (int i = 1; i < n; ++i) {
+        ivec2 q = p + i * STEP;
+        m = max(m, fetch(u_input, u_input_shape, slice, q.y, q.x));
+    }
+    vec4 s = vec4(0.0);
+    for (int i = 0; i < n; ++i) {
+        ivec2 q = p + i * STEP;
+        s += exp(fetch(u_input, u_input_shape, slice, q.y, q.x) - m);
+    }
+    return mat2x4(m, s);
+}
+
+vec4 compute(int slice, int y, int x) {
+    int index = STEP.x * x + STEP.y * y;  // position along the line
+#  if defined(STATS)
+    return stats(slice, y, x)[index];
+#  else
+#    if defined(STATS_INPUT)
+    ivec2 p = ivec2(x, y) * (ivec2(1) - STEP);
+    mat2x4 s = mat2x4(fetch(u_stats, u_stats_shape, slice, p.y, p.x),
+                      fetch(u_stats, u_stats_shape, slice, p.y + STEP.y, p.x + STEP.x));
+#    else
+    mat2x4 s = stats(slice, y, x);
+#    endif
+    return exp(fetch(u_input, u_input_shape, slice, y, x) - s[0]) / s[1];
+#  endif
+}
+
+#else
 // Slice t of pixel (y, x); lanes past C become -1e38 so they neither win the max nor add
 // to the sum (exp underflows to 0).
 vec4 logits(int t, int y, int x) {
@@ -42,14 +88,15 @@ vec2 stats(int y, int x) {
 }
 
 vec4 compute(int slice, int y, int x) {
-#if defined(STATS)
+#  if defined(STATS)
     return vec4(stats(y, x), 0.0, 0.0);
-#else
-#  if defined(STATS_INPUT)
-    vec2 s = fetch(u_stats, u_stats_shape, 0, y, x).xy;
 #  else
+#    if defined(STATS_INPUT)
+    vec2 s = fetch(u_stats, u_stats_shape, 0, y, x).xy;
+#    else
     vec2 s = stats(y, x);
-#  endif
+#    endif
     return exp(fetch(u_input, u_input_shape, slice, y, x) - s.x) / s.y;
-#endif
+#  endif
 }
+#endif

@@ -34,14 +34,16 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import GlcnnError, UnsupportedOpError, quote
-from ..graph.reference_ops import pool_pads
+from ..graph.reference_ops import pool_pads, rearrange_indices
 from ..ops import build_ops
 from ..ops.base import ACTIVATION_DEFAULTS
 from ..registry import enter
+from . import torch_seq
 
 # ONNX op type -> f(node, shapes) returning the op's closure values -> tensor (before the
-# fused epilogue). Adding an op means adding one decorated function below.
-BUILDERS = {}
+# fused epilogue). Adding an op means adding one decorated function below (the elementwise,
+# reduction, softmax, MatMul and LayerNorm builders are in torch_seq.py).
+BUILDERS = dict(torch_seq.BUILDERS)
 
 
 def builds(*op_types):
@@ -255,29 +257,6 @@ def _instance_norm_apply(node, shapes):
     return lambda v: (_shifted(v[x]) - v[mean]) / torch.sqrt(v[var] + eps) * scale + bias
 
 
-def _divide(a, b):
-    """glcnn's Div (glcnn/ops/binary.py): zero divisors give ±Inf by the sign of a, 0/0 = 0."""
-    tiny = 2.0 ** -126
-    zero_b, zero_a = b.abs() < tiny, a.abs() < tiny
-    q = a / torch.where(zero_b, torch.ones_like(b), b)
-    inf = torch.where(a < 0, -torch.inf, torch.inf).to(q.dtype)
-    return torch.where(zero_b, torch.where(zero_a, torch.zeros_like(q), inf), q)
-
-
-_BINARY = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": _divide}
-
-
-@builds(*_BINARY)
-def _binary(node, shapes):
-    fn, x = _BINARY[node.op], node.inputs[0]
-    if len(node.inputs) - bool(node.attrs.get("residual")) == 2:
-        other = node.inputs[1]
-        return lambda v: fn(v[x], v[other])  # same shape, or (1, C, 1, 1) broadcast
-    b = _tensor(node.weights["B"]).reshape(-1)
-    b = b.reshape(1, -1, 1, 1) if b.numel() > 1 else b.reshape(())
-    return lambda v: fn(v[x], b)
-
-
 # --- pooling, reductions, softmax -------------------------------------------------------------
 @builds("MaxPool", "AveragePool")
 def _pool(node, shapes):
@@ -302,36 +281,6 @@ def _axes(node) -> tuple[int, ...]:
     return tuple(sorted({int(a) % 4 for a in node.attrs.get("axes", (0, 1, 2, 3))}))
 
 
-@builds("GlobalAveragePool", "ReduceMean", "GlobalMaxPool", "ReduceMax")
-def _reduce(node, shapes):
-    x, axes = node.inputs[0], _axes(node)  # keepdims=0 over H, W is glcnn's (C, 1, 1) too
-    if node.op in ("GlobalAveragePool", "ReduceMean"):
-        return lambda v: v[x].mean(axes, keepdim=True)
-    return lambda v: v[x].amax(axes, keepdim=True)
-
-
-@builds("Softmax")
-def _softmax(node, shapes):
-    x = node.inputs[0]  # over channels: glcnn's only softmax axis
-    return lambda v: torch.softmax(v[x], 1)
-
-
-@builds("SoftmaxStats")
-def _softmax_stats(node, shapes):
-    x = node.inputs[0]
-
-    def stats(v):
-        m = v[x].amax(1, keepdim=True)
-        return torch.cat([m, torch.exp(v[x] - m).sum(1, keepdim=True)], 1)
-    return stats
-
-
-@builds("SoftmaxApply")
-def _softmax_apply(node, shapes):
-    x, stats = node.inputs[:2]
-    return lambda v: torch.exp(v[x] - v[stats][:, :1]) / v[stats][:, 1:2]
-
-
 # --- shapes and layout ------------------------------------------------------------------------
 @builds("Flatten", "Reshape")
 def _reshape(node, shapes):
@@ -339,12 +288,12 @@ def _reshape(node, shapes):
     return lambda v: v[x].reshape(1, *shape)
 
 
-@builds("Gemm", "MatMul")
+@builds("Gemm")
 def _gemm(node, shapes):
-    a = node.attrs if node.op == "Gemm" else {}
+    a = node.attrs
     b = np.asarray(node.weights["B"], np.float64)
     W = float(a.get("alpha", 1.0)) * (b if int(a.get("transB", 0)) else b.T)  # (N, K)
-    C = node.weights.get("C", np.zeros(1)) if node.op == "Gemm" else np.zeros(1)
+    C = node.weights.get("C", np.zeros(1))
     bias = float(a.get("beta", 1.0)) * np.broadcast_to(np.reshape(C, -1), (W.shape[0],))
     x, W, bias = node.inputs[0], _tensor(W), _tensor(bias)
     return lambda v: F.linear(v[x].reshape(1, -1), W, bias).reshape(1, -1, 1, 1)
@@ -353,7 +302,8 @@ def _gemm(node, shapes):
 @builds("Concat")
 def _concat(node, shapes):
     parts = node.inputs[:-1] if node.attrs.get("residual") else list(node.inputs)
-    return lambda v: torch.cat([v[t] for t in parts], 1)
+    axis = int(node.attrs.get("axis", 1)) % 4
+    return lambda v: torch.cat([v[t] for t in parts], axis)
 
 
 @builds("Slice")
@@ -363,6 +313,14 @@ def _slice(node, shapes):
     for start, end, axis, step in zip(a["starts"], a["ends"], a.get("axes", (2, 3)), steps):
         index[int(axis)] = slice(int(start), int(end), int(step))
     return lambda v: v[x][tuple(index)]
+
+
+@builds("Rearrange")
+def _rearrange(node, shapes):
+    a, x, shape = node.attrs, node.inputs[0], shapes[node.name]
+    g = torch.from_numpy(rearrange_indices(int(np.prod(shape)), a["dims"], a["strides"],
+                                           a.get("offset", 0), a.get("dims2"), a.get("strides2")))
+    return lambda v: v[x].reshape(-1).index_select(0, g).reshape(1, *shape)
 
 
 @builds("Transpose")

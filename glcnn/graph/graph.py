@@ -187,8 +187,8 @@ def _check_node(node) -> None:
             raise WeightError(f"layer {quote(node.name)} ({node.op}): weight {quote(key)} is "
                               f"{type(w).__name__} {getattr(w, 'dtype', '')}; expected a real "
                               "numeric numpy array")
-    for key in SPATIAL_ATTRS:
-        if key in node.attrs:
+    for key in SPATIAL_ATTRS:  # Rearrange's strides step through elements: it bounds them
+        if key in node.attrs and not (node.op == "Rearrange" and key == "strides"):
             _check_sizing_attr(node, key, node.attrs[key])
 
 
@@ -216,6 +216,8 @@ def _meta_ok(key: str, value) -> bool:
         return isinstance(value, dict) and all(
             isinstance(dims, list | tuple) and all(_is_int(d) and d >= 0 for d in dims)
             for dims in value.values())
+    if key in ("channels_last_outputs", "channels_last_tensors"):  # ONNX rank-3 (C, 1, L)
+        return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
     if key == "channel_order":
         return value in ("rgb", "bgr")
     if key == "u8_ranges":  # tensor name -> [lows, highs], one number per channel

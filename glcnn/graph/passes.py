@@ -11,8 +11,11 @@
 - `fuse_activations`: an activation right after an op becomes that op's epilogue.
 - `fuse_input_activations`: a ReLU/LeakyReLU read only by convs (a U-Net's down path, whose
   un-activated tensor also feeds a skip Concat) is applied by those convs as they fetch.
-`optimize` runs them all in that order (so conv → BN → add → relu is one pass, and
-InstanceNormalization → Relu ends in one normalise pass with the Relu fused).
+- `fuse_norm.fuse_layernorm`: the decomposed LayerNorm chain (ReduceMean, Sub, Pow, ...)
+  becomes one LayerNormalization.
+`optimize` runs them all, the LayerNorm fusion first, then in the order above from
+`expand_reductions` (so conv → BN → add → relu is one pass, and InstanceNormalization → Relu
+ends in one normalise pass with the Relu fused).
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +27,7 @@ from ..ops.base import ACTIVATION_DEFAULTS
 from ..ops.batchnorm import batchnorm_affine
 from ..ops.conv import INPUT_ACTIVATIONS
 from ..ops.reduce import spatial_axes
+from .fuse_norm import fuse_layernorm
 from .graph import Graph, Node
 
 _CONVS = ("Conv", "ConvTranspose")
@@ -34,7 +38,8 @@ _RESIDUAL_HOSTS = _CONVS + ("InstanceNormalization", "InstanceNormApply")
 # Concat hosts the ReLU of a U-Net's up path, Resize/Pad/pools/DepthToSpace that of others.
 _EPILOGUE_HOSTS = _CONVS + ("BatchNormalization", "Add", "Mul", "InstanceNormalization",
                              "InstanceNormApply", "Gemm", "MatMul", "Concat", "Pad", "Resize",
-                             "Upsample", "MaxPool", "AveragePool", "DepthToSpace")
+                             "Upsample", "MaxPool", "AveragePool", "DepthToSpace",
+                             "LayerNormalization")
 
 
 def _sole_consumer(graph: Graph, name: str) -> Node | None:
@@ -163,8 +168,9 @@ def fuse_input_activations(graph: Graph) -> Graph:
 # grows as (H·W)²). Measured on llvmpipe: see `expand_reductions`.
 SPLIT_REDUCTION_POSITIONS = 1024
 INSTANCENORM_ONE_PASS_POSITIONS = 16
-# One-pass Softmax makes 2S² fetches per pixel (S = ceil(C/4)), two passes 3S; a pass costs
-# about as much as this many fetches.
+# One-pass Softmax over channels makes 2S² fetches per pixel (S = ceil(C/4)), two passes 3S
+# (over H or W: 2n² per line of n texels, two passes 6n); a pass costs about as much as this
+# many fetches.
 SOFTMAX_PASS_IN_FETCHES = 2000
 
 # Op reducing both spatial axes -> (op of its W pass, op of its H pass).
@@ -227,15 +233,19 @@ def split_reductions(graph: Graph) -> Graph:
 
 def expand_softmax(graph: Graph) -> Graph:
     """Turn each Softmax whose one pass would cost more than a second pass into
-    SoftmaxStats → SoftmaxApply (glcnn/ops/softmax.py): linear in C instead of quadratic."""
-    shapes = build_ops(graph)[1]
-    for node in [n for n in graph.nodes if n.op == "Softmax"]:
-        c, h, w = shapes[node.inputs[0]]
-        s = (c + 3) // 4
-        if s * (2 * s - 3) * h * w <= SOFTMAX_PASS_IN_FETCHES:
+    SoftmaxStats → SoftmaxApply (glcnn/ops/softmax.py): linear in the line instead of
+    quadratic. Over channels a pixel's S slices cost S(2S + 1) fetches in one pass, 4S in
+    two; over H or W a line of n texels n(2n + 1), 6n (its two stats texels read it twice)."""
+    ops, shapes = build_ops(graph)
+    for op in [op for op in ops if op.node.op == "Softmax"]:
+        node, (c, h, w) = op.node, shapes[op.node.inputs[0]]
+        n, texels = op.line(), (c + 3) // 4 * h * w
+        extra = h * w * n * (2 * n - 3) if op.axis == 1 else texels * (2 * n - 5)
+        if extra <= SOFTMAX_PASS_IN_FETCHES:
             continue
-        stats = Node("SoftmaxStats", _fresh(graph, node.name + "/stats"), node.inputs[:1])
-        attrs = {k: v for k, v in node.attrs.items() if k != "axis"}
+        stats = Node("SoftmaxStats", _fresh(graph, node.name + "/stats"), node.inputs[:1],
+                     {"axis": op.axis})
+        attrs = {k: v for k, v in node.attrs.items() if k != "axis"} | {"axis": op.axis}
         _replace(graph, node, [stats, Node("SoftmaxApply", node.name,
                                            [node.inputs[0], stats.name, *node.inputs[1:]], attrs)])
     return graph
@@ -279,6 +289,6 @@ def drop_identity_reshapes(graph: Graph) -> Graph:
 
 
 def optimize(graph: Graph) -> Graph:
-    """Run every pass in place and return `graph`."""
-    graph = drop_identity_reshapes(expand_reductions(graph))
+    """Run every pass in place and return `graph` (first `fuse_norm.fuse_layernorm`)."""
+    graph = drop_identity_reshapes(expand_reductions(fuse_layernorm(graph)))
     return fuse_input_activations(fuse_activations(fuse_residual_add(fold_batchnorm(graph))))

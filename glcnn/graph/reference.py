@@ -28,6 +28,7 @@ from .reference_ops import (
     pool,
     pool_pads,
     power,
+    rearrange,
     reduce_hw,
     reshape,
     resize,
@@ -36,12 +37,14 @@ from .reference_ops import (
     sqrt,
     transpose,
 )
+from .reference_seq import layer_norm, matmul
 
 __all__ = [
     "ACTIVATIONS", "EVALUATORS", "F", "activation", "batchnorm", "concat", "conv",
     "conv_transpose", "depth_to_space", "divide", "erf", "evaluate", "evaluates", "gemm",
-    "instance_norm", "pad", "pool", "pool_pads", "power", "reduce_hw", "reshape", "resize", "run",
-    "slice_hw", "softmax_channels", "sqrt", "transpose",
+    "instance_norm", "layer_norm", "matmul", "pad", "pool", "pool_pads", "power", "rearrange",
+    "reduce_hw", "reshape",
+    "resize", "run", "slice_hw", "softmax_channels", "sqrt", "transpose",
 ]
 
 # ONNX op type -> f(node, values) giving the op's own result (before any fused epilogue).
@@ -62,12 +65,20 @@ def evaluates(*op_types):
 
 
 def _operand(node, values):
-    """Second operand of Add/Sub/Mul/Div: a tensor input, or a constant weight broadcast per
-    channel."""
+    """Second operand of Add/Sub/Mul/Div: a tensor input, or a constant weight: per channel,
+    or a glcnn-shaped (C, H, W) array (numpy broadcasting either way)."""
     if len(node.inputs) >= 2 and not node.attrs.get("residual"):
         return values[node.inputs[1]]
     b = np.asarray(node.weights["B"], F)
+    if b.ndim == 3:
+        return b
     return b.reshape(-1, 1, 1) if b.size > 1 else b.reshape(())
+
+
+def _operands(node, values):
+    """(a, b) of a binary op in the order it computes them: `swap` exchanges them."""
+    a, b = values[node.inputs[0]], _operand(node, values)
+    return (b, a) if int(node.attrs.get("swap", 0)) else (a, b)
 
 
 def _conv_args(attrs):
@@ -102,22 +113,25 @@ def _activation_node(node, values):
 
 @evaluates("Add")
 def _add_node(node, values):
-    return values[node.inputs[0]] + _operand(node, values)
+    a, b = _operands(node, values)
+    return a + b
 
 
 @evaluates("Mul")
 def _mul_node(node, values):
-    return values[node.inputs[0]] * _operand(node, values)
+    a, b = _operands(node, values)
+    return a * b
 
 
 @evaluates("Sub")
 def _sub_node(node, values):
-    return values[node.inputs[0]] - _operand(node, values)
+    a, b = _operands(node, values)
+    return a - b
 
 
 @evaluates("Div")
 def _div_node(node, values):
-    return divide(values[node.inputs[0]], _operand(node, values))
+    return divide(*_operands(node, values))
 
 
 @evaluates("Sqrt")
@@ -147,9 +161,16 @@ def _transpose_node(node, values):
     return transpose(values[node.inputs[0]], node.attrs["perm"])
 
 
-@evaluates("GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax")
+@evaluates("Rearrange")
+def _rearrange_node(node, values):
+    a = node.attrs
+    return rearrange(values[node.inputs[0]], a["shape"], a["dims"], a["strides"],
+                     a.get("offset", 0), a.get("dims2"), a.get("strides2"))
+
+
+@evaluates("GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceSum")
 def _reduce_node(node, values):
-    op = "mean" if node.op in ("GlobalAveragePool", "ReduceMean") else "max"
+    op = {"GlobalMaxPool": "max", "ReduceMax": "max", "ReduceSum": "sum"}.get(node.op, "mean")
     return reduce_hw(values[node.inputs[0]], op, node.attrs.get("axes", (2, 3)))
 
 
@@ -182,24 +203,36 @@ def _instance_norm_apply_node(node, values):
     return (x - x[:, :1, :1] - mean) / np.sqrt(var + eps) * w["scale"] + w["B"]
 
 
+def _softmax_axis(node, x) -> int:
+    """The NCHW axis (1, 2 or 3) of a Softmax node (glcnn/ops/softmax.py): -1 on a vector
+    (C, 1, 1) is its channels."""
+    axis = int(node.attrs.get("axis", -1 if node.op == "Softmax" else 1))
+    return 1 if axis == -1 and x.shape[1:] == (1, 1) else axis % 4
+
+
 @evaluates("Softmax")
 def _softmax_node(node, values):
-    return softmax_channels(values[node.inputs[0]])
+    x = values[node.inputs[0]]
+    return softmax_channels(x, _softmax_axis(node, x))
 
 
-# The passes of an expanded Softmax: (M, S) per pixel as a (2, H, W) tensor, then the
+# The passes of an expanded Softmax: (M, S) of each line along the axis, at index 0 and 1
+# of that axis (over channels: channels 0 and 1 of a (2, H, W) tensor), then the
 # normalisation.
 @evaluates("SoftmaxStats")
 def _softmax_stats_node(node, values):
     x = values[node.inputs[0]]
-    m = x.max(axis=0)
-    return np.stack([m, np.exp(x - m).sum(axis=0)])
+    a = _softmax_axis(node, x) - 1
+    m = x.max(axis=a, keepdims=True)
+    return np.concatenate([m, np.exp(x - m).sum(axis=a, keepdims=True)], axis=a)
 
 
 @evaluates("SoftmaxApply")
 def _softmax_apply_node(node, values):
     x, stats = values[node.inputs[0]], values[node.inputs[1]]
-    return np.exp(x - stats[0]) / stats[1]
+    a = _softmax_axis(node, x) - 1
+    m, s = np.take(stats, [0], axis=a), np.take(stats, [1], axis=a)
+    return np.exp(x - m) / s
 
 
 @evaluates("Flatten")
@@ -221,7 +254,20 @@ def _gemm_node(node, values):
 
 @evaluates("MatMul")
 def _matmul_node(node, values):
-    return gemm(values[node.inputs[0]], node.weights["B"])
+    a, x = node.attrs, values[node.inputs[0]]
+    tensors = len(node.inputs) - bool(a.get("residual"))
+    axes = {k: a[k] for k in ("a_axes", "b_axes", "out_axes") if k in a}
+    if tensors == 1 and not axes and x.shape[1:] == (1, 1):  # glcnn's dense layer on a vector
+        return gemm(x, node.weights["B"])
+    b = values[node.inputs[1]] if tensors == 2 else node.weights["B"]
+    return matmul(x, b, **axes)
+
+
+@evaluates("LayerNormalization")
+def _layer_norm_node(node, values):
+    w, a = node.weights, node.attrs
+    return layer_norm(values[node.inputs[0]], a.get("axis", -1), w["scale"], w.get("bias"),
+                      a.get("epsilon", 1e-5))
 
 
 def _last2(values):
@@ -258,7 +304,7 @@ def _pad_node(node, values):
 @evaluates("Concat")
 def _concat_node(node, values):
     inputs = node.inputs[:-1] if node.attrs.get("residual") else node.inputs
-    return concat([values[t] for t in inputs])
+    return concat([values[t] for t in inputs], node.attrs.get("axis", 1))
 
 
 @evaluates("DepthToSpace")

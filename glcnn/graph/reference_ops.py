@@ -130,6 +130,22 @@ def transpose(x, perm):
     return np.asarray(x, F)[None].transpose(perm)[0]
 
 
+def rearrange_indices(count, dims, strides, offset=0, dims2=None, strides2=None):
+    """glcnn's Rearrange (glcnn/ops/rearrange.py) as an index array: for each output element
+    o < `count`, the input's flat index g (o unravelled by `dims` and dotted with `strides`,
+    plus `offset`; then, with `dims2`, that unravelled by `dims2` and dotted with `strides2`)."""
+    f = offset + sum(i * s for i, s in zip(np.unravel_index(np.arange(count), dims), strides))
+    if dims2 is None:
+        return np.asarray(f, np.int64)
+    return np.asarray(sum(j * s for j, s in zip(np.unravel_index(f, dims2), strides2)), np.int64)
+
+
+def rearrange(x, shape, dims, strides, offset=0, dims2=None, strides2=None):
+    """glcnn's Rearrange: y.reshape(-1)[o] = x.reshape(-1)[g(o)], y of (C', H', W') `shape`."""
+    g = rearrange_indices(math.prod(shape), dims, strides, offset, dims2, strides2)
+    return np.asarray(x, F).reshape(-1)[g].reshape(shape)
+
+
 # --- elementwise math -----------------------------------------------------------------------
 FLOAT32_TINY = 2.0 ** -126  # the smallest normal float32: GLSL may flush anything below it
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -176,10 +192,12 @@ def power(x, exponent):
 
 # --- reductions, normalisation, softmax, vectors and dense layers ---------------------------
 def reduce_hw(x, op, axes):
-    """ReduceMean ("mean") or ReduceMax ("max") over NCHW `axes` within {2, 3}, keeping them
-    as size 1 (keepdims=0 over both gives the same (C, 1, 1), glcnn's vector)."""
+    """ReduceMean ("mean"), ReduceMax ("max") or ReduceSum ("sum") over NCHW `axes` (1 = C,
+    2 = H, 3 = W), keeping them as size 1 (keepdims=0 over H and W gives the same (C, 1, 1),
+    glcnn's vector)."""
     chw_axes = tuple(sorted({int(a) % 4 - 1 for a in axes}))
-    return {"mean": np.mean, "max": np.max}[op](np.asarray(x, F), axis=chw_axes, keepdims=True)
+    fn = {"mean": np.mean, "max": np.max, "sum": np.sum}[op]
+    return fn(np.asarray(x, F), axis=chw_axes, keepdims=True)
 
 
 def instance_norm(x, scale, B, epsilon=1e-5):
@@ -192,11 +210,11 @@ def instance_norm(x, scale, B, epsilon=1e-5):
     return (x - mean) / np.sqrt(var + epsilon) * scale + B
 
 
-def softmax_channels(x):
-    """Softmax over the channel axis of (C, H, W), independently at each pixel."""
-    x = np.asarray(x, F)
-    e = np.exp(x - x.max(axis=0, keepdims=True))
-    return e / e.sum(axis=0, keepdims=True)
+def softmax_channels(x, axis=1):
+    """Softmax over NCHW `axis` (1 = C, default; 2 = H, 3 = W) of (C, H, W)."""
+    x, a = np.asarray(x, F), axis - 1
+    e = np.exp(x - x.max(axis=a, keepdims=True))
+    return e / e.sum(axis=a, keepdims=True)
 
 
 def reshape(x, shape):
@@ -366,9 +384,9 @@ def pad(x, pads, mode="constant", value=0.0):
     return np.pad(x, width, mode=mode, **extra)
 
 
-def concat(xs):
-    """ONNX Concat on the channel axis."""
-    return np.concatenate([np.asarray(x, F) for x in xs], axis=0)
+def concat(xs, axis=1):
+    """ONNX Concat of (C, H, W) tensors along NCHW `axis` 1 (C), 2 (H) or 3 (W), or -3..-1."""
+    return np.concatenate([np.asarray(x, F) for x in xs], axis=int(axis) % 4 - 1)
 
 
 def depth_to_space(x, blocksize, mode="DCR"):

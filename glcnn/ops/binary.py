@@ -1,14 +1,27 @@
-"""Add, Sub, Mul and Div of two tensors, or of a tensor and a per-channel constant (ONNX
-broadcasting of the second operand).
+"""Add, Sub, Mul and Div of two tensors, or of a tensor and a constant, with broadcasting
+on glcnn shapes (numpy's rule per axis of (C, H, W): sizes equal, or 1 on one side).
 
 | form                          | second operand                                   |
 |-------------------------------|--------------------------------------------------|
 | tensor ⊕ tensor, same shape   | input 1, (C, H, W)                               |
 | tensor ⊕ tensor, per channel  | input 1, (C, 1, 1) (e.g. squeeze-excitation)     |
+| tensor ⊕ tensor, broadcast    | input 1, each axis equal to input 0's or 1 on    |
+|                               | either side: output the broadcast shape          |
 | tensor ⊕ constant             | weight B of shape (), (1,), (C,), (C,1,1), (1,C,1,1) |
+| tensor ⊕ constant tensor      | weight B of glcnn shape (C', H', W') (3-D), each |
+|                               | axis the output's size or 1 (an atlas texture)   |
 
-y = a + b, a − b, a · b or a / b. Division is defined for every pair of finite inputs, the
-same on every driver (GLSL 3.30 leaves x / 0 undefined and need not make NaN or Inf):
+| attribute | default | meaning                                                          |
+|-----------|---------|------------------------------------------------------------------|
+| swap      | 0       | 1: b ⊖ a instead of a ⊖ b (Sub, Div: a constant minus or over x) |
+
+y = a + b, a − b, a · b or a / b (with swap: b + a, b − a, b · a, b / a). The first three
+forms are the fast paths (no broadcasting arithmetic in the shader). ONNX Sub and Div with a
+constant first operand: c − x is a Sub with swap (as c / x is a Div with swap), which is what
+glcnn/importers/onnx_ops.py emits.
+
+Division is defined for every pair of finite inputs, the same on every driver (GLSL 3.30
+leaves x / 0 undefined and need not make NaN or Inf):
 
 | divisor b                       | a / b                                            |
 |---------------------------------|--------------------------------------------------|
@@ -26,9 +39,17 @@ fused into that conv by `glcnn.graph.passes.fuse_residual_add` and never runs as
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedOpError
-from ..layout import pack_channels
+from ..errors import ShapeError, UnsupportedOpError, quote
+from ..layout import Atlas, pack, pack_channels
 from .base import Op, register
+
+
+def broadcast_shape(a: tuple, b: tuple) -> tuple | None:
+    """The numpy broadcast of glcnn shapes `a` and `b` (per axis: equal, or 1 on one side),
+    or None if they do not broadcast."""
+    if any(m != n and 1 not in (m, n) for m, n in zip(a, b)):
+        return None
+    return tuple(max(m, n) for m, n in zip(a, b))
 
 
 @register("Add", "Sub", "Mul", "Div")
@@ -37,29 +58,52 @@ class Binary(Op):
 
     def check(self):
         c, h, w = self.in_shapes[0]
+        self.out = (c, h, w)
         tensors = len(self.node.inputs) - bool(self.node.attrs.get("residual"))
+        if int(self.node.attrs.get("swap", 0)) not in (0, 1):
+            self.fail(f"swap={quote(self.node.attrs['swap'])} must be 0 or 1", UnsupportedOpError)
         if tensors == 2:
             other = self.in_shapes[1]
-            if other not in ((c, h, w), (c, 1, 1)):
-                self.fail(f"cannot broadcast {other} onto {(c, h, w)}; "
-                          f"supported: same shape or ({c}, 1, 1)", ShapeError)
-            self.mode = "TENSOR" if other == (c, h, w) else "CHANNEL"
+            self.mode = {(c, 1, 1): "CHANNEL", (c, h, w): "TENSOR"}.get(other, "BROADCAST")
+            self._broadcast(other, f"input {quote(self.node.inputs[1])}", ShapeError)
         elif tensors == 1 and "B" in self.node.weights:
-            b = self.weight("B").reshape(-1)
+            b = self.weight("B")
+            if b.ndim == 3 and b.shape[1:] != (1, 1) or b.ndim == 3 and b.shape[0] not in (1, c):
+                self.mode, self.constant = "ATLAS", b
+                self._broadcast(b.shape, "constant B", UnsupportedOpError)
+                return
+            b = b.reshape(-1)
             if b.size not in (1, c):
-                self.fail(f"constant B has {b.size} values; expected 1 or {c} (per channel)",
-                          UnsupportedOpError)
+                self.fail(f"constant B has {b.size} values; expected 1 or {c} (per channel), "
+                          "or a glcnn-shaped (C, H, W) array", UnsupportedOpError)
             self.constant = np.broadcast_to(b, (c,))
             self.mode = "CONSTANT"
         else:
             self.fail("needs a second tensor input or a constant weight 'B'", UnsupportedOpError)
 
+    def _broadcast(self, other: tuple, what: str, error):
+        out = broadcast_shape(self.in_shapes[0], other)
+        if out is None:
+            self.fail(f"cannot broadcast {what} of shape {tuple(other)} with "
+                      f"{self.in_shapes[0]}: each axis must match or be 1", error)
+        self.out = out
+
+    def output_shape(self):
+        return self.out
+
     @property
     def samplers(self):
-        return ("u_input", "u_other") if self.mode != "CONSTANT" else ("u_input",)
+        return ("u_input",) if self.mode in ("CONSTANT", "ATLAS") else ("u_input", "u_other")
 
     def defines(self):
-        return {"OP_" + self.node.op.upper(): 1, "OTHER_" + self.mode: 1}
+        swap = {"SWAP": 1} if int(self.node.attrs.get("swap", 0)) else {}
+        return {"OP_" + self.node.op.upper(): 1, "OTHER_" + self.mode: 1} | swap
 
     def textures(self):
+        if self.mode == "ATLAS":
+            return {"u_const": pack(self.constant)}
         return {"u_params": pack_channels(self.constant)} if self.mode == "CONSTANT" else {}
+
+    def uniforms(self):
+        return {"u_const_shape": Atlas.of(self.constant.shape).shape_uniform} \
+            if self.mode == "ATLAS" else {}

@@ -1,4 +1,5 @@
-"""Gemm and MatMul of a vector by a constant matrix (fully connected layers).
+"""Gemm and MatMul of a vector by a constant matrix (fully connected layers). MatMul's other
+forms (two activations, any axes) are glcnn/ops/matmul.py's, which uses this class for this one.
 
 Gemm:   y[n] = α · Σ_k x[k] · B'[k, n] + β · C[n],  B' = B, or Bᵀ with transB = 1
 MatMul: y[n] = Σ_k x[k] · B[k, n]
@@ -28,7 +29,7 @@ from ..layout import channels_shape, matrix_grid, matrix_shape, pack_channels, p
 from .base import Op, register
 
 
-@register("Gemm", "MatMul")
+@register("Gemm")
 class Gemm(Op):
     shader = "gemm.glsl"
 

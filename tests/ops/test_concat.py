@@ -1,12 +1,14 @@
-"""Concat on the channel axis: the GPU against glcnn.graph.reference for any channel counts (slices
-straddling inputs), the reference against torch.cat, the ALIGNED variant choice, refusals."""
+"""Concat: on the channel axis the GPU against glcnn.graph.reference for any channel counts
+(slices straddling inputs); along H and W against np.concatenate (fp32, fp16, u8); the reference
+against torch.cat; the variant choice; refusals."""
 
 import numpy as np
 import pytest
 import torch
-from helpers import PRECISIONS, check_op
+from helpers import PRECISIONS, assert_close, check_op, single_op_graph
 
 import glcnn
+from glcnn.commands.torch_runner import TorchRunner
 from glcnn.graph import Node, reference
 from glcnn.ops import make_op
 
@@ -57,8 +59,80 @@ def test_aligned_variant_only_when_every_slice_is_whole(channels, aligned):
     assert op.uniforms()["u_end"] == tuple(np.cumsum(channels))
 
 
+# (input shapes, axis) along H or W: the other two axes agree.
+SPATIAL = [
+    ([(6, 1, 1200), (6, 1, 300), (6, 1, 75)], 3),  # a YOLO head; ≤ 4096 texels wide
+    ([(5, 3, 2), (5, 3, 7)], -1),
+    ([(13, 3, 5), (13, 1, 5), (13, 7, 5)], 2),
+    ([(3, 2, 9), (3, 5, 9)], -2),
+    ([(2, k, 3) for k in range(1, 9)], 2),
+    ([(7, 1, 1), (7, 1, 3)], 3),
+    ([(5, 4, 3)], 2),
+]
+SPATIAL_IDS = ["concat-axis{}-{}".format(axis, "+".join("x".join(map(str, s)) for s in shapes))
+               for shapes, axis in SPATIAL]
+
+
+def run_gpu(ctx, shapes, axis, precision):
+    """Concat alone on the GPU: (output, the inputs as their textures hold them); u8 is
+    calibrated on the sample it runs (as tests/ops/test_transpose.py)."""
+    graph = single_op_graph("Concat", {"axis": axis}, shapes)
+    rng = np.random.default_rng(len(shapes))
+    feeds = {name: (rng.standard_normal(s) * (i + 1)).astype(np.float32)
+             for i, (name, s) in enumerate(zip(graph.inputs, shapes))}
+    if precision == "u8":
+        glcnn.calibrate(graph, [feeds], ctx)
+    with glcnn.Pipeline(graph, ctx, precision=precision, keep="all") as pipe:
+        return pipe.run(feeds), [pipe.read(name) for name in graph.inputs]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize(("shapes", "axis"), SPATIAL, ids=SPATIAL_IDS)
+def test_concat_along_h_and_w_matches_numpy(ctx, shapes, axis, precision):
+    y, stored = run_gpu(ctx, shapes, axis, precision)
+    expected = np.concatenate([x[None] for x in stored], axis=axis)[0]
+    assert_close(y, expected, precision, f"Concat axis={axis} inputs={shapes}")
+
+
+@pytest.mark.parametrize("precision", ["u8"])
+@pytest.mark.parametrize(("channels", "h", "w", "axis"), CASES[:4], ids=CASE_IDS[:4])
+def test_concat_channels_in_u8(ctx, channels, h, w, axis, precision):
+    y, stored = run_gpu(ctx, _shapes(channels, h, w), axis, precision)
+    assert_close(y, np.concatenate(stored, axis=0), precision, f"Concat {channels} {h}x{w}")
+
+
+@pytest.mark.parametrize(("shapes", "axis"), SPATIAL, ids=SPATIAL_IDS)
+def test_reference_along_h_and_w_matches_torch(shapes, axis):
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(s) for s in shapes]
+    names = [f"x{i}" for i in range(len(xs))]
+    y = reference.evaluate(Node("Concat", "y", names, {"axis": axis}), dict(zip(names, xs)))
+    expected = torch.cat([torch.from_numpy(x)[None] for x in xs], dim=axis)[0].numpy()
+    np.testing.assert_array_equal(y, expected)
+
+
+@pytest.mark.parametrize(("shapes", "axis"), SPATIAL, ids=SPATIAL_IDS)
+def test_torch_runner_along_h_and_w_matches_numpy(shapes, axis):
+    graph = single_op_graph("Concat", {"axis": axis}, shapes)
+    xs = {name: np.random.default_rng(i).standard_normal(s).astype(np.float32)
+          for i, (name, s) in enumerate(graph.inputs.items())}
+    y = TorchRunner(graph, threads=1)(xs)["y"]
+    np.testing.assert_array_equal(y, np.concatenate([x[None] for x in xs.values()], axis)[0])
+
+
+@pytest.mark.parametrize(("axis", "define"), [(2, "ALONG_H"), (-2, "ALONG_H"), (3, "ALONG_W"),
+                                              (-1, "ALONG_W")])
+def test_spatial_axes_pick_their_variant(axis, define):
+    op = make_op(Node("Concat", "y", ["x0", "x1"], {"axis": axis}), [(4, 2, 2), (4, 2, 2)])
+    assert op.defines() == {"INPUTS": 2, define: 1}
+    assert op.uniforms()["u_end"] == (2, 4)
+    assert op.output_shape() == ((4, 4, 2) if define == "ALONG_H" else (4, 2, 4))
+
+
 ERRORS = [
-    ({"axis": 2}, [(3, 4, 4)] * 2, glcnn.UnsupportedOpError, "axis=2", "axis-h"),
+    ({"axis": 4}, [(3, 4, 4)] * 2, glcnn.UnsupportedOpError, "axis=4", "axis-past-w"),
+    ({"axis": 2}, [(3, 4, 4), (4, 4, 4)], glcnn.ShapeError, "differ in C, W", "h-c-mismatch"),
+    ({"axis": -1}, [(3, 4, 4), (3, 5, 4)], glcnn.ShapeError, "differ in C, H", "w-h-mismatch"),
     ({"axis": 0}, [(3, 4, 4)] * 2, glcnn.UnsupportedOpError, "axis=0", "axis-batch"),
     ({"axis": 1}, [(1, 4, 4)] * 9, glcnn.UnsupportedOpError, "9 inputs", "nine-inputs"),
     ({"axis": 1}, [(3, 4, 4), (3, 4, 5)], glcnn.ShapeError, "differ in H, W", "w-mismatch"),

@@ -151,7 +151,7 @@ def test_errors_name_layer_and_value(op, attrs, shape, weights, error, message):
 
 
 def test_tensor_operands_are_refused():
-    node = Node("MatMul", "fc", ["x", "w"], {}, {"B": np.ones((4, 2))})
+    node = Node("Gemm", "fc", ["x", "w"], {}, {"B": np.ones((4, 2))})
     with pytest.raises(glcnn.UnsupportedOpError, match=r"layer 'fc'.*must be constant"):
         make_op(node, [(4, 1, 1), (4, 2, 1)])
 

@@ -108,8 +108,7 @@ def test_reference_matches_torch_and_onnxruntime():
                                run_node("Softmax", [v], {}), atol=1e-6)
 
 
-UNSUPPORTED = [(0, (5, 1, 1)), (2, (5, 3, 4)), (3, (5, 3, 4)), (-1, (5, 3, 4)), (-2, (5, 1, 1)),
-               (-4, (5, 1, 1))]
+UNSUPPORTED = [(0, (5, 1, 1)), (-4, (5, 1, 1)), (4, (5, 3, 4)), (-5, (5, 3, 4))]
 
 
 @pytest.mark.parametrize(("axis", "shape"), UNSUPPORTED,

@@ -82,10 +82,12 @@ def test_onnx_transpose_matches_onnxruntime(ctx, tmp_path, perm):
 
 
 @pytest.mark.parametrize(("perm", "shape", "message"), [
-    ([1, 0, 2, 3], [1, 3, 4, 4], "'t' \\(Transpose\\): perm=\\[1, 0, 2, 3\\] moves the batch"),
-    (None, [1, 3, 4, 4], "perm=\\[3, 2, 1, 0\\] moves the batch"),
-    ([1, 0], [1, 6], "transposing a rank-2 tensor"),
-], ids=["batch-moved", "default-reverses", "rank-2"])
+    ([1, 0, 2, 3], [1, 3, 4, 4],
+     "'t' \\(Transpose\\) has shape \\[3, 1, 4, 4\\] \\(batch size 3\\)"),
+    (None, [1, 3, 4, 4], "has shape \\[4, 4, 3, 1\\] \\(batch size 4\\)"),
+    ([1, 0], [1, 6], "has shape \\[6, 1\\] \\(batch size 6\\)"),
+    ([0, 1, 2, 2], [1, 3, 4, 4], "perm=\\[0, 1, 2, 2\\] is not a permutation"),
+], ids=["batch-moved", "default-reverses", "rank-2", "not-a-permutation"])
 def test_onnx_bad_transpose_names_the_node(tmp_path, perm, shape, message):
     path = tmp_path / "t.onnx"
     onnx.save(_model(perm, shape), str(path))

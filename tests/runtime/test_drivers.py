@@ -35,7 +35,8 @@ DRIVERS = {
                           "MESA_GLSL_VERSION_OVERRIDE": "330", "GLCNN_GL_LIMITS": SMALL_LIMITS},
 }
 OPS = ("conv", "ops", "math", "transpose", "concat", "pool", "resize", "pad", "instancenorm",
-       "softmax", "gemm", "reduce", "depth_to_space", "flatten")
+       "softmax", "gemm", "reduce", "depth_to_space", "flatten", "binary", "rearrange",
+       "matmul", "layernorm", "reduce_channels", "softmax_axes")
 SUBSET = ["tests/runtime/test_contexts.py", "tests/test_layout.py",
           *(f"tests/ops/test_{name}.py" for name in OPS),
           "tests/runtime/test_precision.py", "tests/runtime/test_model_matrix.py"]
