@@ -71,7 +71,8 @@ class Reference:
     outputs: dict[str, np.ndarray]
 
 
-def make_reference(name: str, model, graph, inputs: dict, shapes: dict) -> Reference:
+def make_reference(name: str, model, graph, inputs: dict, shapes: dict,
+                   input_size=None) -> Reference:
     """Reference `name` ("onnxruntime" or "torch") of `model`, run once on `inputs`.
 
     Args:
@@ -80,13 +81,14 @@ def make_reference(name: str, model, graph, inputs: dict, shapes: dict) -> Refer
         graph: its optimised glcnn Graph (for output names and ONNX shapes).
         inputs: graph input name -> float32 (C, H, W) array (see `chw_inputs`).
         shapes: tensor name -> glcnn (C, H, W) shape, graph inputs and outputs included.
+        input_size: (H, W) the graph was imported at, for a model with open input sizes.
     Raises:
         GlcnnError: the implementation failed or cannot run the model (naming the layer).
     """
     threads = len(os.sched_getaffinity(0))
     if name == "onnxruntime":
         return _onnxruntime(model, graph, inputs, shapes, threads)
-    return _torch(model, inputs, shapes, threads)
+    return _torch(model, inputs, shapes, threads, input_size)
 
 
 def _onnxruntime(model, graph, inputs, shapes, threads) -> Reference:
@@ -100,24 +102,27 @@ def _onnxruntime(model, graph, inputs, shapes, threads) -> Reference:
         values = session.run(graph.outputs, feeds)
     except Exception as exc:  # onnxruntime raises its own (non-GlcnnError) exception types
         raise GlcnnError(f"onnxruntime failed on {model}: {str(exc).splitlines()[0]}") from None
-    outputs = {n: _as_chw(v, shapes[n], f"onnxruntime output {quote(n)}")
+    last = set(graph.meta.get("channels_last_outputs", ()))  # ONNX (1, L, C) held (C, 1, L)
+    outputs = {n: _as_chw(v[0].T if n in last and v.ndim == 3 else v, shapes[n],
+                          f"onnxruntime output {quote(n)}")
                for n, v in zip(graph.outputs, values)}
     return Reference(f"onnxruntime ({threads} threads)",
                      lambda: session.run(graph.outputs, feeds), outputs)
 
 
-def torch_graph(model):
-    """The graph torch runs: `model` as imported, with BatchNorm folded and activations and
-    residual adds fused, but reductions not split into glcnn's multi-pass form."""
+def torch_graph(model, input_size=None):
+    """The graph torch runs: `model` as imported (at `input_size` for open sizes), with
+    BatchNorm folded and activations and residual adds fused, but reductions not split into
+    glcnn's multi-pass form."""
     from ..graph import passes
     from ..importers import load_graph
-    graph = passes.drop_identity_reshapes(load_graph(model))
+    graph = passes.drop_identity_reshapes(load_graph(model, input_size))
     return passes.fuse_activations(passes.fuse_residual_add(passes.fold_batchnorm(graph)))
 
 
-def _torch(model, inputs, shapes, threads) -> Reference:
+def _torch(model, inputs, shapes, threads, input_size=None) -> Reference:
     from .torch_runner import TorchRunner
-    runner = TorchRunner(torch_graph(model), threads)
+    runner = TorchRunner(torch_graph(model, input_size), threads)
     tensors = runner.feeds(inputs)
     outputs = {n: _as_chw(y.numpy(), shapes[n], f"torch output {quote(n)}")
                for n, y in runner.forward(tensors).items()}

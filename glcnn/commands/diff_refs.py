@@ -136,8 +136,17 @@ def onnxruntime_outputs(model, graph, inputs: dict) -> dict:
         raise GlcnnError(f"onnxruntime failed on {model}: {str(exc).splitlines()[0]}") from None
     from ..ops import build_ops
     shapes = build_ops(graph)[1]
-    return {layer: _as_chw(v, shapes[layer], f"ONNX tensor {quote(names[layer])}")
+    last = set(graph.meta.get("channels_last_tensors", ()))
+    return {layer: _as_chw(_onnx_as_stored(v, layer in last), shapes[layer],
+                           f"ONNX tensor {quote(names[layer])}")
             for layer, v in zip(names, values)}
+
+
+def _onnx_as_stored(value, channels_last: bool) -> np.ndarray:
+    """An ONNX (1, A, B) tensor as glcnn holds it: (B, 1, A) channels last, else (A, 1, B)."""
+    if value.ndim != 3 or value.shape[0] != 1:
+        return value
+    return value[0].T[:, None, :] if channels_last else value[0][:, None, :]
 
 
 # --- per-layer .npy files --------------------------------------------------------------------

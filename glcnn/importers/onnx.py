@@ -15,8 +15,9 @@ Steps:
    scales/sizes, Slice bounds); Identity, Dropout, float Casts and Reshape/Flatten/
    Squeeze/Unsqueeze that keep the glcnn shape ((1, C, 1, 1) <-> (1, C)) become aliases.
 
-Tensors: 4-D (1, C, H, W) maps to glcnn (C, H, W) and 2-D (1, F) to (F, 1, 1); any other
-rank or a batch > 1 raises `UnsupportedOpError`. Names: graph inputs and outputs keep their
+Tensors: 4-D (1, C, H, W) maps to glcnn (C, H, W), 2-D (1, F) to (F, 1, 1), rank 3 to
+(C, 1, L) either way round, rank 5 and 6 keep their flat order (`onnx_layout`); another rank
+or a batch > 1 raises `UnsupportedOpError`. Names: graph inputs and outputs keep their
 ONNX names; every other tensor keeps its ONNX name with "::" (the .npz key separator)
 replaced by "_", made unique. `Graph.meta["onnx_output_shapes"]` records the ONNX shape of
 each output, e.g. [1, 1000] for a classifier, so a caller can restore it.
@@ -29,16 +30,20 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GlcnnError, ModelFileError, UnsupportedOpError, quote
-from ..graph.graph import OP_TYPE, Graph, Node, float32
+from ..graph.graph import Graph, Node, float32
 from ..limits import memory_budget, mib
-from . import (  # noqa: F401 (onnx_spatial registers converters)
+from . import (  # noqa: F401 (onnx_spatial, onnx_moves, onnx_seq register converters)
     onnx_external,
     onnx_fold,
+    onnx_layout,
+    onnx_moves,
+    onnx_seq,
     onnx_spatial,
     onnx_wire,
 )
 from .onnx_fold import onnx_module
 from .onnx_inputs import check_input_size
+from .onnx_layout import dims_text
 
 FLOAT = 1  # onnx.TensorProto.FLOAT
 
@@ -99,8 +104,8 @@ def _read(path, split: bool):
     if model.ir_version <= 0 or not model.graph.output:
         raise ModelFileError(f"{path}: not an ONNX model (no graph outputs; empty, truncated "
                              "or another format)")
-    _check_text(model, path)
-    _check_opsets(model, path)
+    onnx_wire.check_text(model, path)
+    onnx_wire.check_opsets(model, path, onnx_module())
     files = onnx_external.inline(model, path, onnx_module())
     return model, weights, files
 
@@ -117,44 +122,6 @@ def _parse(path: Path, split: bool):
             return model, parts[1]
     # External data is never left to onnx, whose checks vary by version (onnx_external).
     return onnx_module().load(str(path), load_external_data=False), {}
-
-
-def _check_text(model, path) -> None:
-    """Names and op types must be text: protobuf hands invalid UTF-8 over as bytes.
-
-    Raises:
-        ModelFileError: naming the first such field.
-    """
-    graph = model.graph
-    fields = [o.domain for o in model.opset_import]
-    fields += [i.name for i in [*graph.input, *graph.output, *graph.initializer,
-                                *graph.value_info]]
-    for node in graph.node:
-        fields += [node.op_type, node.domain, node.name, *node.input, *node.output]
-        fields += [a.name for a in node.attribute]
-    bad = next((f for f in fields if not isinstance(f, str)), None)
-    if bad is not None:
-        raise ModelFileError(f"{path}: a name or op type is not valid UTF-8 ({bad[:40]!r}); "
-                             "the file is corrupt")
-    bad = next((n.op_type for n in graph.node if not OP_TYPE.match(n.op_type)), None)
-    if bad is not None:  # so that messages may print op types bare
-        raise ModelFileError(f"{path}: op type {quote(bad)} is not an identifier")
-
-
-def _check_opsets(model, path) -> None:
-    """Opset versions must be ≥ 1, and the default domain's one that this onnx knows
-    (onnxruntime refuses opset 99999 and negative opsets; onnx's checks would not run).
-
-    Raises:
-        ModelFileError: naming the domain and version.
-    """
-    newest = onnx_module().defs.onnx_opset_version()
-    for opset in model.opset_import:
-        default = opset.domain in ("", "ai.onnx")
-        if opset.version < 1 or (default and opset.version > newest):
-            raise ModelFileError(f"{path}: opset {opset.version} of domain "
-                                 f"{quote(opset.domain or 'ai.onnx')} is not a valid version "
-                                 f"(1 to {newest} for ai.onnx, with the installed onnx)")
 
 
 def _label(node) -> str:
@@ -178,6 +145,8 @@ class OnnxImport:
         self.nodes: list[Node] = []
         self.names: dict[str, str] = {n: n for n in self.input_names}  # ONNX -> glcnn tensor
         self.used = set(self.input_names) | set(self.output_names)
+        self.channels_last: set[str] = set()  # rank-3 ONNX tensors stored (C, 1, L)
+        self.converted: dict[tuple, str] = {}  # (ONNX name, layout) -> glcnn tensor
 
     def _initializer(self, tensor) -> np.ndarray:
         """One initializer as numpy, its declared size checked against the memory budget
@@ -269,19 +238,18 @@ class OnnxImport:
             for dim in info.type.tensor_type.shape.dim:  # -1: unknown, for inference to fill
                 if dim.HasField("dim_value") and dim.dim_value < 0:
                     dim.ClearField("dim_value")
+        from .onnx_inputs import image_axes  # (N, C, H, W), or channels last (N, H, W, C)
         for info in self.model.graph.input:
             dims = info.type.tensor_type.shape.dim
             if info.name not in self.input_names or len(dims) != 4:
                 continue
-            if dims[1].dim_value <= 0:
-                raise UnsupportedOpError(f"input {quote(info.name)} leaves its channels open; "
-                                         "only the height and width of an image may be open")
-            if size is None and min(d.dim_value for d in dims[2:]) <= 0:
-                shown = _dims([d.dim_value if d.dim_value > 0 else None for d in dims])
+            h, w = image_axes(self.model.graph, info)  # raises for open channels
+            if size is None and min(dims[h].dim_value, dims[w].dim_value) <= 0:
+                shown = dims_text([d.dim_value if d.dim_value > 0 else None for d in dims])
                 raise UnsupportedOpError(f"input {quote(info.name)} has a dynamic shape {shown}; "
                                          "pass input_size=(H, W) for its open height and width "
                                          "(glcnn.load specialises it at each input's size)")
-            for dim, value in zip(dims[2:], size or ()):
+            for dim, value in zip((dims[h], dims[w]), size or ()):
                 if dim.dim_value <= 0:
                     dim.dim_value = value
 
@@ -312,23 +280,17 @@ class OnnxImport:
         dims = self.shapes.get(name)
         if dims is None or None in dims:
             raise UnsupportedOpError(f"{self.filename}: input {quote(name)} has a dynamic shape "
-                                     f"{_dims(dims)}; pass input_size=(H, W) (glcnn.load "
+                                     f"{dims_text(dims)}; pass input_size=(H, W) (glcnn.load "
                                      "specialises open sizes itself)")
         return self.glcnn_shape(name, f"input {quote(name)}")
 
     def glcnn_shape(self, name, what) -> tuple[int, int, int]:
-        """(C, H, W) of ONNX tensor `name`: (1, C, H, W) -> (C, H, W), (1, F) -> (F, 1, 1).
+        """(C, H, W) of ONNX tensor `name` (`onnx_layout`: (1, C, H, W) -> (C, H, W), ...).
 
         Raises:
-            UnsupportedOpError: another rank or batch, naming `what`.
+            UnsupportedOpError: a rank or batch glcnn does not run, naming `what`.
         """
-        dims = self.shapes.get(name)
-        if self.is_static(name) and len(dims) in (2, 4) and dims[0] == 1:
-            return tuple(dims[1:]) + (1,) * (4 - len(dims))
-        reason = "not inferred" if not self.is_static(name) else \
-            f"batch size {dims[0]}" if len(dims) in (2, 4) else f"rank {len(dims)}"
-        raise UnsupportedOpError(f"{self.filename}: {what} has shape {_dims(dims)} ({reason}); "
-                                 "glcnn runs 4-D (1, C, H, W) and 2-D (1, F) tensors, batch 1")
+        return onnx_layout.glcnn_shape(self, name, what)
 
     def _bind_outputs(self):
         """Make every graph output a glcnn tensor of the same name."""
@@ -355,12 +317,15 @@ class OnnxImport:
 
     def _meta(self) -> dict:
         """ONNX shapes of the inputs and outputs, e.g. [1, 1000] for a classifier's output,
-        which glcnn holds as (1000, 1, 1)."""
+        which glcnn holds as (1000, 1, 1); the rank-3 outputs and tensors stored channels last."""
         def shapes(names):
             return {n: [int(d) for d in self.shapes[n]] for n in names if self.is_static(n)}
         return {"source": "onnx", "layout": "NCHW",
                 "onnx_input_shapes": shapes(self.input_names),
-                "onnx_output_shapes": shapes(self.output_names)}
+                "onnx_output_shapes": shapes(self.output_names),
+                "channels_last_outputs": [n for n in self.output_names if n in self.channels_last],
+                "channels_last_tensors": sorted({self.names[n] for n in self.channels_last
+                                                 if n in self.names})}
 
     # --- what converters use ---------------------------------------------------------------
     def const(self, name):
@@ -393,18 +358,23 @@ class OnnxImport:
         """Whether shape inference gave tensor `name` a fully known shape."""
         return name in self.shapes and None not in self.shapes[name]
 
-    def output_of(self, node) -> str:
-        return f"output {quote(node.output[0])} of node {quote(_label(node))} ({node.op_type})"
+    def output_of(self, node, index: int = 0) -> str:
+        return f"output {quote(node.output[index])} of node {quote(_label(node))} ({node.op_type})"
 
     def where(self, node, message: str) -> str:
         return f"{self.filename}: node {quote(_label(node))} ({node.op_type}): {message}"
 
     def emit(self, node, op: str, inputs: list[str], attrs=None, weights=None,
-             suffix: str = "") -> str:
-        """Append a glcnn node for ONNX `node` (output 0, or a helper named with `suffix`);
-        weights that are None (absent optional inputs) are left out. Returns its name."""
-        out = node.output[0]
-        if self.is_static(out):  # unknown shapes are left to the glcnn op's own checks
+             suffix: str = "", index: int = 0, channels_last: bool | None = None) -> str:
+        """Append a glcnn node for ONNX `node` (output `index`, or a helper named with
+        `suffix`); weights that are None (absent optional inputs) are left out. A rank-3
+        output is stored channels last as said, or (None) when an input is. Returns its name."""
+        out = node.output[index]
+        if channels_last is None:
+            channels_last = any(n in self.channels_last for n in node.input)
+        if channels_last and not suffix and len(self.shape(out)) == 3:
+            self.channels_last.add(out)
+        if self.is_static(out) and not suffix:  # unknown shapes: left to the glcnn op's checks
             self.glcnn_shape(out, self.output_of(node))
         name = self._unique(out + suffix) if suffix or out not in self.output_names else out
         weights = {k: float32(v) for k, v in (weights or {}).items() if v is not None}
@@ -424,11 +394,6 @@ class OnnxImport:
             name, i = f"{base}_{i}", i + 1
         self.used.add(name)
         return name
-
-
-def _dims(dims) -> str:
-    return "unknown" if dims is None else "[" + ", ".join("?" if d is None else str(d)
-                                                          for d in dims) + "]"
 
 
 def _itemsize(elem_type: int) -> int:

@@ -9,7 +9,10 @@ by onnx instead, with the importer's own errors.
 Open dims are those without a positive `dim_value` (a `dim_param` such as "height", -1, or
 nothing). A 4-D input (N, C, H, W) may leave N open (glcnn pins it to 1) and H, W (bound when
 the model is specialised for a size); an open C, or an open dim of any other input, is
-refused.
+refused. A channels-last input (N, H, W, C), as Keras models converted by tf2onnx have, is
+one with a fixed last dim read by a Transpose (0, 3, 1, 2) (to NCHW for the Convs); its open
+dims are H, W at axes 1, 2 (`spatial_axes`), so the graph nodes are walked too (their
+attributes only: a few bytes each).
 """
 
 import mmap
@@ -22,7 +25,10 @@ from .onnx_wire import LENGTH, VARINT, WireError
 
 _fields, _signed = onnx_wire._fields, onnx_wire._signed  # the walker's own readers
 
-MODEL_GRAPH, GRAPH_INITIALIZER, GRAPH_INPUT = 7, 5, 11
+MODEL_GRAPH, GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT = 7, 1, 5, 11
+NODE_INPUT, NODE_OP_TYPE, NODE_ATTRIBUTE = 1, 4, 5  # NodeProto
+ATTR_NAME, ATTR_INTS = 1, 8                         # AttributeProto
+TO_NCHW = (0, 3, 1, 2)  # the Transpose perm that reads a channels-last input
 VALUE_NAME, VALUE_TYPE = 1, 2                 # ValueInfoProto
 TYPE_TENSOR, TENSOR_SHAPE, SHAPE_DIM = 1, 2, 1  # TypeProto.tensor_type, .shape, .dim
 DIM_VALUE = 1                                 # TensorShapeProto.Dimension.dim_value
@@ -30,39 +36,77 @@ TENSOR_NAME = 8                               # TensorProto.name
 
 
 def open_inputs(path) -> dict[str, tuple]:
-    """The inputs of ONNX model `path` whose H or W is open, e.g. {"input": (1, 3, "H", "W")}.
+    """The inputs of ONNX model `path` whose H or W is open, in the model's own layout with
+    "H" / "W" in place of each open size: {"input": (1, 3, "H", "W")}, or for a channels-last
+    input {"input_1": (1, "H", "W", 3)}.
 
     Returns:
-        {input name: (1, C, H, W)} with "H" / "W" in place of each open size; {} for a model
-        with static sizes (or one whose inputs the importer will refuse for another reason,
-        such as an input that is not 4-D).
+        {input name: (1, C, H, W) or (1, H, W, C)}; {} for a model with static sizes (or one
+        whose inputs the importer will refuse for another reason, such as an input that is
+        not 4-D).
     Raises:
         UnsupportedOpError: an open C.
         ModelFileError: onnx is not installed (for a file the walker does not expect).
     """
     try:
-        declared = _read_wire(Path(path))
+        declared, perms = _read_wire(Path(path))
     except (OSError, ValueError, IndexError, WireError):
-        declared = _read_protobuf(path)
+        declared, perms = _read_protobuf(path)
     filename = Path(path).name
     return {name: labelled for name, dims in declared.items()
-            if (labelled := _labelled(filename, name, dims)) is not None}
+            if (labelled := _labelled(filename, name, dims, perms.get(name, ()))) is not None}
 
 
-def _labelled(filename: str, name: str, dims) -> tuple | None:
-    """(1, C, H, W) of a 4-D input with "H"/"W" for open sizes; None if nothing is open."""
+def spatial_axes(dims, perms=()) -> tuple[int, int]:
+    """The axes of H and W in a 4-D input's `dims` (None where open): (1, 2) for a
+    channels-last input (a fixed last dim, read by a Transpose (0, 3, 1, 2) among the
+    Transpose `perms` reading it), else (2, 3)."""
+    channels_last = dims[3] is not None and any(tuple(p) == TO_NCHW for p in perms)
+    return (1, 2) if channels_last else (2, 3)
+
+
+def transpose_perms(nodes, name: str) -> list[tuple]:
+    """The perms of the Transpose `nodes` (onnx NodeProtos) reading tensor `name`."""
+    return [tuple(a.ints) for node in nodes if node.op_type == "Transpose" and name in node.input
+            for a in node.attribute if a.name == "perm"]
+
+
+def image_axes(graph, info) -> tuple[int, int]:
+    """The axes of H and W of 4-D input `info` (an onnx ValueInfoProto) of onnx GraphProto
+    `graph` (see `spatial_axes`), for the importer.
+
+    Raises:
+        UnsupportedOpError: the channel axis is open.
+    """
+    dims = [d.dim_value if d.dim_value > 0 else None for d in info.type.tensor_type.shape.dim]
+    h, w = spatial_axes(dims, transpose_perms(graph.node, info.name))
+    if dims[3 if h == 1 else 1] is None:
+        raise UnsupportedOpError(f"input {quote(info.name)} leaves its channels open; only "
+                                 "the height and width of an image may be open")
+    return h, w
+
+
+def _labelled(filename: str, name: str, dims, perms=()) -> tuple | None:
+    """(1, C, H, W) or (1, H, W, C) of a 4-D input with "H"/"W" for open sizes; None if
+    nothing is open."""
     if dims is None or len(dims) != 4 or all(d is not None for d in dims[1:]):
         return None  # not an image input: the importer says what it takes (rank, batch)
-    if dims[1] is None:
+    h, w = spatial_axes(dims, perms)
+    c = 3 if h == 1 else 1
+    if dims[c] is None:
         raise UnsupportedOpError(
             f"{filename}: input {quote(name)} has shape "
             f"[{', '.join('?' if d is None else str(d) for d in dims)}]; only the height and "
-            "width of a 4-D (N, C, H, W) image input may be open (C must be fixed)")
-    return (1, dims[1], dims[2] or "H", dims[3] or "W")
+            "width of a 4-D image input, (N, C, H, W) or (N, H, W, C) read by a Transpose "
+            "(0, 3, 1, 2), may be open (C must be fixed)")
+    labelled = [1, *dims[1:]]
+    labelled[h], labelled[w] = dims[h] or "H", dims[w] or "W"
+    return tuple(labelled)
 
 
-def _read_wire(path: Path) -> dict[str, list | None]:
-    """{graph input that is no initializer: dims (None where open), or None if unranked}."""
+def _read_wire(path: Path) -> tuple[dict[str, list | None], dict[str, list[tuple]]]:
+    """({graph input that is no initializer: dims (None where open), or None if unranked},
+    {tensor: perms of the Transposes reading it})."""
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
         view = memoryview(data)
         try:
@@ -71,18 +115,41 @@ def _read_wire(path: Path) -> dict[str, list | None]:
             view.release()
 
 
-def _graph_inputs(data) -> dict:
+def _graph_inputs(data) -> tuple[dict, dict]:
     graphs = [f for f in _fields(data, 0, len(data)) if f[0] == MODEL_GRAPH and f[1] == LENGTH]
     if len(graphs) != 1:
         raise WireError("not one graph")
-    inputs, initializers = {}, set()
+    inputs, initializers, perms = {}, set(), {}
     for number, wire, _, start, end in _fields(data, graphs[0][3], graphs[0][4]):
         if number == GRAPH_INPUT and wire == LENGTH:
             name, dims = _value_info(data, start, end)
             inputs[name] = dims
         elif number == GRAPH_INITIALIZER and wire == LENGTH:
             initializers.add(_string(data, start, end, TENSOR_NAME))
-    return {n: d for n, d in inputs.items() if n not in initializers}
+        elif number == GRAPH_NODE and wire == LENGTH and \
+                _string(data, start, end, NODE_OP_TYPE) == "Transpose":
+            perm = _perm(data, start, end)
+            for name in _strings(data, start, end, NODE_INPUT):
+                perms.setdefault(name, []).append(perm)
+    return {n: d for n, d in inputs.items() if n not in initializers}, perms
+
+
+def _perm(data, start, end) -> tuple:
+    """The `perm` ints of a Transpose NodeProto (packed or not); () if it has none."""
+    perm = ()
+    for attr in _messages(data, start, end, NODE_ATTRIBUTE):
+        if _string(data, *attr, ATTR_NAME) == "perm":
+            perm = []
+            for n, w, _, b, e in _fields(data, *attr):
+                if n == ATTR_INTS and w == VARINT:
+                    perm.append(_signed(b))
+                elif n == ATTR_INTS and w == LENGTH:
+                    pos = b
+                    while pos < e:
+                        value, pos = onnx_wire._varint(data, pos)
+                        perm.append(_signed(value))
+            perm = tuple(perm)
+    return perm
 
 
 def _value_info(data, start, end) -> tuple[str, list | None]:
@@ -110,23 +177,28 @@ def _dim(data, start, end) -> int | None:
 
 
 def _string(data, start, end, field: int) -> str:
-    found = [bytes(data[b:e]).decode() for n, w, _, b, e in _fields(data, start, end)
-             if n == field and w == LENGTH]
+    found = _strings(data, start, end, field)
     return found[-1] if found else ""
 
 
-def _read_protobuf(path) -> dict[str, list | None]:
-    """`_read_wire` through the onnx package (for files the walker does not expect); {} for
-    a file onnx cannot read either, whose import then says what is wrong."""
+def _strings(data, start, end, field: int) -> list[str]:
+    return [bytes(data[b:e]).decode() for n, w, _, b, e in _fields(data, start, end)
+            if n == field and w == LENGTH]
+
+
+def _read_protobuf(path) -> tuple[dict[str, list | None], dict[str, list[tuple]]]:
+    """`_read_wire` through the onnx package (for files the walker does not expect); ({}, {})
+    for a file onnx cannot read either, whose import then says what is wrong."""
     try:
         graph = onnx_module().load(str(path), load_external_data=False).graph
     except Exception:  # noqa: BLE001 - DecodeError, OSError, ...: the importer reports it
-        return {}
+        return {}, {}
     initializers = {t.name for t in graph.initializer}
-    return {i.name: [d.dim_value if d.dim_value > 0 else None
-                     for d in i.type.tensor_type.shape.dim]
-            if i.type.tensor_type.HasField("shape") else None
-            for i in graph.input if i.name not in initializers}
+    inputs = {i.name: [d.dim_value if d.dim_value > 0 else None
+                       for d in i.type.tensor_type.shape.dim]
+              if i.type.tensor_type.HasField("shape") else None
+              for i in graph.input if i.name not in initializers}
+    return inputs, {name: transpose_perms(graph.node, name) for name in inputs}
 
 
 def check_input_size(size) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from ..errors import UnsupportedOpError, quote
 from ..graph.graph import float32
 from ..registry import enter
 from .onnx_fold import attributes
+from .onnx_layout import act_as, glcnn_const
 
 CONVERTERS: dict[str, tuple] = {}
 
@@ -72,17 +73,14 @@ def no_extra_outputs(imp, node, what: str):
 
 def per_channel(imp, node, value, x: str, what: str) -> np.ndarray:
     """A constant broadcast against activation `x` as a per-channel vector (C,) or a
-    scalar (1,); a constant varying along N, H or W is unsupported (ONNX broadcasting
-    aligns trailing axes, so a (C,) constant against (1, C, H, W) varies along W)."""
-    value = float32(value)
-    rank = len(imp.shape(x))
-    if value.ndim > rank:
-        fail(imp, node, f"{what} of shape {value.shape} has more axes than the input")
-    dims = (1,) * (rank - value.ndim) + value.shape
-    if any(d != 1 for i, d in enumerate(dims) if i != 1):
-        fail(imp, node, f"{what} of shape {value.shape} broadcasts along an axis other than "
-                        f"the channels of input {list(imp.shape(x))}; only per-channel or "
-                        "scalar constants are supported")
+    scalar (1,) of glcnn's channel axis; a constant varying along another glcnn axis is
+    unsupported (ONNX broadcasting aligns trailing axes, so a (C,) constant against
+    (1, C, H, W) varies along W, and against a channels-last (1, L, C) along the channels)."""
+    value = glcnn_const(imp, node, float32(value), x, what)
+    if value.shape[1:] != (1, 1):
+        fail(imp, node, f"{what} of shape {list(np.shape(value))} (glcnn) broadcasts along an "
+                        f"axis other than the channels of input {list(imp.shape(x))}; only "
+                        "per-channel or scalar constants are supported")
     return value.reshape(-1)
 
 
@@ -114,6 +112,7 @@ def weight(imp, node, index: int, what: str):
 # --- no-ops -------------------------------------------------------------------------------
 @converts("Identity", needs=None)
 def _identity(imp, node, attrs):
+    """An alias of its input: no pass runs."""
     imp.alias(node, imp.act(node, 0))
 
 
@@ -131,6 +130,7 @@ def _dropout(imp, node, attrs):
 
 @converts("Cast", needs=None)
 def _cast(imp, node, attrs):
+    """A cast to float32 is an alias; casting an activation to another type is refused."""
     if attrs.get("to") != 1:
         fail(imp, node, f"cast of an activation to element type {attrs.get('to')} is not "
                         "supported; glcnn computes in float32")
@@ -144,12 +144,15 @@ _ACTIVATION_ATTRS = {"Relu": (), "Sigmoid": (), "Tanh": (), "HardSwish": (),
 
 @converts(*_ACTIVATION_ATTRS)
 def _activation(imp, node, attrs):
+    """The activation with its ONNX attributes; fused into the op before it where that op takes
+    an epilogue."""
     attrs = only(imp, node, attrs, _ACTIVATION_ATTRS[node.op_type])
     imp.emit(node, node.op_type, [imp.act(node, 0)], attrs)
 
 
 @converts("Clip")
 def _clip(imp, node, attrs):
+    """min and max from attributes (before opset 11) or constant inputs."""
     bounds = only(imp, node, attrs, ("min", "max"))  # opset < 11: attributes
     for index, key in ((1, "min"), (2, "max")):
         value = weight(imp, node, index, key)
@@ -160,83 +163,82 @@ def _clip(imp, node, attrs):
 
 @converts("PRelu")
 def _prelu(imp, node, attrs):
+    """A per-channel (or scalar) constant slope."""
     slope = per_channel(imp, node, weight(imp, node, 1, "slope"), node.input[0], "slope")
     imp.emit(node, "PRelu", [imp.act(node, 0)], {}, {"slope": slope})
 
 
 # --- binary -------------------------------------------------------------------------------
-def _broadcast_last(imp, pairs) -> list[str]:
-    """Glcnn tensor names of (glcnn name, ONNX name) `pairs`, a per-channel (C, 1, 1) one
-    last: glcnn's Add and Mul broadcast only their second operand (both commute)."""
-    vector = [imp.glcnn_shape(onnx_name, repr(onnx_name))[1:] == (1, 1) for _, onnx_name in pairs]
-    names = [name for name, _ in pairs]
-    return names[::-1] if vector[0] and not vector[1] else names
+def _tensors(imp, node) -> list[tuple[str, tuple]]:
+    """Both activation inputs as (glcnn tensor, glcnn shape), rank-3 ones in one layout.
+
+    Raises:
+        UnsupportedOpError: inputs of different ranks (ONNX aligns their trailing axes,
+            which glcnn's (C, H, W) placement does not keep).
+    """
+    ranks = {len(imp.shape(name)) for name in node.input[:2]}
+    if len(ranks) != 1:
+        fail(imp, node, f"inputs of shapes {[list(imp.shape(n)) for n in node.input[:2]]}: "
+                        "only tensors of the same rank broadcast against each other")
+    lc = any(name in imp.channels_last for name in node.input[:2])
+    out = []
+    for i in (0, 1):
+        shape = imp.glcnn_shape(node.input[i], repr(node.input[i]))
+        flipped = lc and ranks == {3} and node.input[i] not in imp.channels_last
+        out.append((act_as(imp, node, i, lc), shape[::-1] if flipped else shape))
+    return out
+
+
+def _binary(imp, node, op: str, transform=None) -> None:
+    """`op` on both inputs (the smaller second: glcnn's fast forms broadcast the second
+    operand; `swap` keeps Sub and Div in ONNX order), or on the activation and a constant:
+    per channel as weight B (C,), else B as a glcnn-shaped (C', H', W') array. `transform`
+    maps a second-operand constant (x − c = x + (−c), x / c = x · (1 / c))."""
+    consts = [imp.const(name) for name in node.input]
+    if consts[0] is None and consts[1] is None:
+        (a, sa), (b, sb) = _tensors(imp, node)
+        swap = sa != sb and sa[1:] == (1, 1) and sa[0] in (sb[0], 1)
+        attrs = {"swap": 1} if swap and op in ("Sub", "Div") else {}
+        imp.emit(node, op, [b, a] if swap else [a, b], attrs)
+        return
+    i = 0 if consts[0] is None else 1
+    value = consts[1 - i] if transform is None else transform(consts[1 - i])
+    b = glcnn_const(imp, node, value, node.input[i], "constant operand")
+    b = b.reshape(-1) if b.shape[1:] == (1, 1) else b
+    swap = {"swap": 1} if i == 1 and op in ("Sub", "Div") else {}
+    imp.emit(node, op, [imp.act(node, i)], swap, {"B": b})
 
 
 @converts("Add", "Mul")
 def _add_mul(imp, node, attrs):
-    consts = [imp.const(name) for name in node.input]
-    if consts[0] is None and consts[1] is None:
-        pairs = [(imp.act(node, i), node.input[i]) for i in (0, 1)]
-        imp.emit(node, node.op_type, _broadcast_last(imp, pairs))
-        return
-    i = 0 if consts[0] is None else 1
-    b = per_channel(imp, node, consts[1 - i], node.input[i], "constant operand")
-    imp.emit(node, node.op_type, [imp.act(node, i)], {}, {"B": b})
-
-
-def _tensor_pair(imp, node) -> list[str] | None:
-    """Both inputs as glcnn tensors when glcnn's Sub / Div can take them in ONNX order (the
-    second the same shape as the first, or (C, 1, 1)); None when only the first broadcasts."""
-    first = imp.glcnn_shape(node.input[0], repr(node.input[0]))
-    second = imp.glcnn_shape(node.input[1], repr(node.input[1]))
-    if second[1:] == (1, 1) or first[1:] != (1, 1):
-        return [imp.act(node, 0), imp.act(node, 1)]
-    return None
+    """Two tensors broadcast per axis (ONNX's rule on glcnn's placement), or a tensor and a
+    constant of any broadcastable shape (per channel: fused into the op before it)."""
+    _binary(imp, node, node.op_type)
 
 
 @converts("Sub")
 def _sub(imp, node, attrs):
-    """a − b as a glcnn Sub; x − c = x + (−c) (an Add fuses into a conv); c − x and a (C,1,1)
-    a minus a full b: (−1)·b + a."""
-    x, c = imp.const(node.input[0]), imp.const(node.input[1])
-    if c is not None:
-        b = per_channel(imp, node, -np.asarray(c), node.input[0], "constant operand")
-        imp.emit(node, "Add", [imp.act(node, 0)], {}, {"B": b})
-        return
-    pair = _tensor_pair(imp, node) if x is None else None
-    if pair is not None:
-        imp.emit(node, "Sub", pair)
-        return
-    minus = imp.emit(node, "Mul", [imp.act(node, 1)], {}, {"B": -np.ones(1)}, suffix="/neg")
-    if x is None:
-        imp.emit(node, "Add", [minus, imp.act(node, 0)])
+    """a − b; x − c = x + (−c) (an Add fuses into a conv); c − x a Sub with swap."""
+    if imp.const(node.input[1]) is not None and imp.const(node.input[0]) is None:
+        _binary(imp, node, "Add", lambda c: -np.asarray(c, np.float64))
     else:
-        b = per_channel(imp, node, x, node.input[1], "constant operand")
-        imp.emit(node, "Add", [minus], {}, {"B": b})
+        _binary(imp, node, "Sub")
 
 
 @converts("Div")
 def _div(imp, node, attrs):
-    """a / b as a glcnn Div (zero divisors as glcnn/ops/binary.py defines them); division by
-    a constant becomes a Mul by its reciprocal (which fuses into the op before it)."""
-    x, c = imp.const(node.input[0]), imp.const(node.input[1])
-    if c is not None:
-        b = per_channel(imp, node, 1.0 / np.asarray(c, np.float64), node.input[0], "divisor")
-        imp.emit(node, "Mul", [imp.act(node, 0)], {}, {"B": b})
-        return
-    if x is not None:
-        fail(imp, node, "a constant divided by a tensor is not supported")
-    pair = _tensor_pair(imp, node)
-    if pair is None:
-        fail(imp, node, f"dividing {list(imp.shape(node.input[0]))} by "
-                        f"{list(imp.shape(node.input[1]))}: only the divisor may broadcast")
-    imp.emit(node, "Div", pair)
+    """a / b (zero divisors as glcnn/ops/binary.py defines them); division by a constant is a
+    Mul by its reciprocal (which fuses into the op before it)."""
+    if imp.const(node.input[1]) is not None and imp.const(node.input[0]) is None:
+        _binary(imp, node, "Mul", lambda c: 1.0 / np.asarray(c, np.float64))
+    else:
+        _binary(imp, node, "Div")
 
 
 # --- unary math ---------------------------------------------------------------------------
 @converts("Sqrt", "Erf")
 def _unary(imp, node, attrs):
+    """Elementwise, own pass."""
     imp.emit(node, node.op_type, [imp.act(node, 0)], only(imp, node, attrs, ()))
 
 
@@ -254,47 +256,10 @@ def _pow(imp, node, attrs):
     imp.emit(node, "Pow", [imp.act(node, 0)], {"exponent": float(np.asarray(p).reshape(-1)[0])})
 
 
-# --- shape-only ---------------------------------------------------------------------------
-@converts("Flatten", "Reshape", "Squeeze", "Unsqueeze", needs=None)
-def _reshape(imp, node, attrs):
-    """A no-op when the glcnn shapes match ((1, C, 1, 1) <-> (1, C)), else Flatten."""
-    x, out = imp.act(node, 0), node.output[0]
-    source = imp.glcnn_shape(node.input[0], f"input {quote(node.input[0])}")
-    target = imp.glcnn_shape(out, imp.output_of(node))
-    if source == target:
-        imp.alias(node, x)
-    elif target == (int(np.prod(source)), 1, 1) and node.op_type in ("Flatten", "Reshape"):
-        from ..ops import REGISTRY
-        if "Flatten" not in REGISTRY:
-            fail(imp, node, "flattening an image to a vector needs the glcnn Flatten op")
-        imp.emit(node, "Flatten", [x], {"axis": 1})
-    else:
-        fail(imp, node, f"reshaping {list(imp.shape(node.input[0]))} to "
-                        f"{list(imp.shape(out))} is not supported")
-
-
-# --- classifier heads --------------------------------------------------------------------------
-@converts("Softmax")
-def _softmax(imp, node, attrs):
-    attrs = only(imp, node, attrs, ("axis",))
-    x, dims = node.input[0], imp.shape(node.input[0])
-    axis = axis_nchw(imp, node, int(attrs.get("axis", -1 if imp.opset >= 13 else 1)), x)
-    if imp.opset < 13 and int(np.prod(dims[axis + 1:])) != 1:
-        fail(imp, node, f"Softmax-{imp.opset} normalises over all axes from {axis} of "
-                        f"{list(dims)} together; only a single axis is supported")
-    imp.emit(node, "Softmax", [imp.act(node, 0)], {"axis": axis})
-
-
+# --- classifier heads (Softmax and MatMul: onnx_seq.py) --------------------------------
 @converts("Gemm")
 def _gemm(imp, node, attrs):
+    """A vector times constant B (transB, alpha, beta) plus constant C."""
     attrs = only(imp, node, attrs, ("alpha", "beta", "transA", "transB"))
     weights = {"B": weight(imp, node, 1, "B"), "C": weight(imp, node, 2, "C")}
     imp.emit(node, "Gemm", [imp.act(node, 0)], attrs, weights)
-
-
-@converts("MatMul")
-def _matmul(imp, node, attrs):
-    if len(imp.shape(node.input[0])) != 2:
-        fail(imp, node, f"input A of shape {list(imp.shape(node.input[0]))}: only a (1, K) "
-                        "row vector times a constant matrix is supported")
-    imp.emit(node, "MatMul", [imp.act(node, 0)], {}, {"B": weight(imp, node, 1, "B")})

@@ -4,7 +4,8 @@ resampling, padding, slicing, joining. See onnx_ops.py for the conventions."""
 import numpy as np
 
 from ..errors import quote
-from .onnx_ops import axis_nchw, converts, fail, no_extra_outputs, only, weight
+from .onnx_layout import act_as, glcnn_axis
+from .onnx_ops import converts, fail, no_extra_outputs, only, weight
 
 
 # --- convolutions and normalisation ----------------------------------------------------------
@@ -47,6 +48,7 @@ def _kernel(imp, node, attrs) -> np.ndarray:
 
 @converts("Conv")
 def _conv(imp, node, attrs):
+    """Any kernel, strides, dilations, group, pads or auto_pad; constant W and B."""
     attrs = only(imp, node, attrs, _CONV_ATTRS)
     w = _kernel(imp, node, attrs)
     attrs["pads"] = same_pads(imp, node, attrs, w.shape[2:])
@@ -78,6 +80,7 @@ def transpose_pads(imp, node, attrs, w) -> None:
 
 @converts("ConvTranspose")
 def _conv_transpose(imp, node, attrs):
+    """As Conv, plus output_padding; output_shape and auto_pad become pads."""
     attrs = only(imp, node, attrs, _CONV_ATTRS + ("output_padding", "output_shape"))
     w = _kernel(imp, node, attrs)
     transpose_pads(imp, node, attrs, w)
@@ -87,6 +90,7 @@ def _conv_transpose(imp, node, attrs):
 
 @converts("BatchNormalization")
 def _batchnorm(imp, node, attrs):
+    """Inference form; folded into the Conv or ConvTranspose before it."""
     if attrs.get("training_mode", 0) or attrs.get("spatial", 1) != 1:
         fail(imp, node, "only inference mode (training_mode=0, spatial=1) is supported")
     no_extra_outputs(imp, node, "training statistics")
@@ -100,6 +104,7 @@ def _batchnorm(imp, node, attrs):
 
 @converts("InstanceNormalization")
 def _instancenorm(imp, node, attrs):
+    """Per-channel statistics over H and W, then scale and bias."""
     attrs = only(imp, node, attrs, ("epsilon",))
     weights = {"scale": weight(imp, node, 1, "scale"), "B": weight(imp, node, 2, "B")}
     imp.emit(node, "InstanceNormalization", [imp.act(node, 0)], attrs, weights)
@@ -123,26 +128,38 @@ def _pool(imp, node, attrs):
 
 @converts("GlobalAveragePool", "GlobalMaxPool")
 def _global_pool(imp, node, attrs):
+    """The mean or max of each channel: (1, C, 1, 1)."""
     imp.emit(node, node.op_type, [imp.act(node, 0)], only(imp, node, attrs, ()))
 
 
-@converts("ReduceMean", "ReduceMax")
+@converts("ReduceMean", "ReduceMax", "ReduceSum")
 def _reduce(imp, node, attrs):
-    """Axes as NCHW indices; the batch axis (size 1) is dropped when dims are kept."""
+    """Axes as glcnn's NCHW axes (onnx_layout.glcnn_axis: any rank); axes of size 1 (the
+    batch) reduce nothing and are dropped. keepdims=0 must leave the glcnn shape keepdims=1
+    would (e.g. (1, L, C) → (1, L) over the channels of a (L, 1, C) sequence)."""
     attrs = only(imp, node, attrs, ("axes", "keepdims", "noop_with_empty_axes"))
-    axes = weight(imp, node, 1, "axes")  # opset 18: an input
+    axes = weight(imp, node, 1, "axes")  # opset 18 (ReduceSum: 13): an input
     axes = axes.tolist() if axes is not None else attrs.get("axes", [])
     if not axes and attrs.pop("noop_with_empty_axes", 0):
         imp.alias(node, imp.act(node, 0))
         return
-    rank = len(imp.shape(node.input[0]))
-    if rank != 4:
-        fail(imp, node, f"reducing a rank-{rank} tensor is not supported")
-    keepdims = int(attrs.get("keepdims", 1))
+    x, dims = node.input[0], imp.shape(node.input[0])
+    rank, keepdims = len(dims), int(attrs.get("keepdims", 1))
     if not all(-rank <= int(a) < rank for a in axes):  # onnxruntime refuses them too
         fail(imp, node, f"axis out of range in axes {quote(axes)} for rank {rank}")
-    axes = sorted({int(a) % rank for a in axes or range(rank)} - ({0} if keepdims else set()))
-    imp.emit(node, node.op_type, [imp.act(node, 0)], {"axes": axes, "keepdims": keepdims})
+    axes = sorted({int(a) % rank for a in axes or range(rank)})
+    glcnn_axes = sorted({glcnn_axis(imp, node, x, a) for a in axes if dims[a] != 1})
+    if not glcnn_axes and keepdims:
+        imp.alias(node, imp.act(node, 0))  # the mean, max or sum of one value each
+        return
+    shape = list(imp.glcnn_shape(x, repr(x)))
+    for axis in glcnn_axes:
+        shape[axis - 1] = 1
+    imp.emit(node, node.op_type, [imp.act(node, 0)], {"axes": glcnn_axes or [1]})
+    out = imp.glcnn_shape(node.output[0], imp.output_of(node))
+    if tuple(shape) != out:
+        fail(imp, node, f"keepdims=0 over axes {axes} of {list(dims)} leaves glcnn shape "
+                        f"{out}, not the reduced {tuple(shape)}; not supported")
 
 
 # --- resampling, padding, slicing, joining -------------------------------------------------
@@ -230,51 +247,18 @@ def _pad(imp, node, attrs):
     imp.emit(node, "Pad", [imp.act(node, 0)], attrs)
 
 
-@converts("Slice")
-def _slice(imp, node, attrs):
-    """starts / ends / axes / steps (inputs from opset 10) become NCHW attributes; steps must
-    be positive."""
-    attrs = only(imp, node, attrs, ("starts", "ends", "axes"))  # opset < 10
-    for index, key in enumerate(("starts", "ends", "axes", "steps")):
-        value = weight(imp, node, index + 1, key)
-        if value is not None:
-            attrs[key] = value.tolist()
-    if "starts" not in attrs or "ends" not in attrs:
-        fail(imp, node, "needs starts and ends")
-    if len(imp.shape(node.input[0])) != 4:
-        fail(imp, node, f"slicing a rank-{len(imp.shape(node.input[0]))} tensor is not "
-                        "supported")
-    if any(int(v) < 1 for v in attrs.get("steps", ())):
-        fail(imp, node, f"steps {attrs['steps']}: only positive steps are supported")
-    axes = attrs.get("axes", range(len(attrs["starts"])))
-    attrs["axes"] = [axis_nchw(imp, node, int(a), node.input[0]) for a in axes]
-    imp.emit(node, "Slice", [imp.act(node, 0)],
-             {k: [int(v) for v in values] for k, values in attrs.items()})
-
-
-@converts("Transpose")
-def _transpose(imp, node, attrs):
-    """A (1, C, H, W) tensor with perm [0, ...]: the batch axis must stay first."""
-    attrs = only(imp, node, attrs, ("perm",))
-    rank = len(imp.shape(node.input[0]))
-    perm = [int(p) for p in attrs.get("perm", range(rank - 1, -1, -1))]
-    if rank != 4:
-        fail(imp, node, f"transposing a rank-{rank} tensor is not supported")
-    if sorted(perm) != [0, 1, 2, 3] or perm[0] != 0:
-        fail(imp, node, f"perm={perm} moves the batch axis 0 (or is no permutation); only "
-                        "permutations of the axes C, H, W (1, 2, 3) are supported")
-    imp.emit(node, "Transpose", [imp.act(node, 0)], {"perm": perm})
-
-
 @converts("Concat")
 def _concat(imp, node, attrs):
+    """Along the glcnn axis holding ONNX `axis`; rank-3 inputs all in the first's layout."""
     attrs = only(imp, node, attrs, ("axis",))
-    inputs = [imp.act(node, i) for i in range(len(node.input))]
-    axis = axis_nchw(imp, node, int(attrs["axis"]), node.input[0])
-    imp.emit(node, "Concat", inputs, {"axis": axis})
+    lc = node.input[0] in imp.channels_last
+    inputs = [act_as(imp, node, i, lc) for i in range(len(node.input))]
+    axis = glcnn_axis(imp, node, node.input[0], int(attrs["axis"]))
+    imp.emit(node, "Concat", inputs, {"axis": axis}, channels_last=lc)
 
 
 @converts("DepthToSpace")
 def _depth_to_space(imp, node, attrs):
+    """Pixel shuffle in DCR (ONNX's default) or CRD mode."""
     attrs = only(imp, node, attrs, ("blocksize", "mode"))
     imp.emit(node, "DepthToSpace", [imp.act(node, 0)], {"mode": "DCR"} | attrs)

@@ -11,12 +11,18 @@ Anything this walker does not expect (a malformed or truncated file, external da
 repeated graph field, a big-endian host) makes `split` return None, and the caller reads the
 file the ordinary way, with its ordinary errors. Wire format:
 https://protobuf.dev/programming-guides/encoding/ ; field numbers: onnx/onnx.proto.
+
+`check_text` and `check_opsets` are the parsed model's first sanity checks (names that are
+text, opset versions this onnx knows).
 """
 
 import math
 import sys
 
 import numpy as np
+
+from ..errors import ModelFileError, quote
+from ..graph.graph import OP_TYPE
 
 MODEL_GRAPH = 7           # ModelProto.graph
 GRAPH_INITIALIZER = 5     # GraphProto.initializer
@@ -167,3 +173,41 @@ def _varint_bytes(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def check_text(model, path) -> None:
+    """Names and op types must be text: protobuf hands invalid UTF-8 over as bytes.
+
+    Raises:
+        ModelFileError: naming the first such field.
+    """
+    graph = model.graph
+    fields = [o.domain for o in model.opset_import]
+    fields += [i.name for i in [*graph.input, *graph.output, *graph.initializer,
+                                *graph.value_info]]
+    for node in graph.node:
+        fields += [node.op_type, node.domain, node.name, *node.input, *node.output]
+        fields += [a.name for a in node.attribute]
+    bad = next((f for f in fields if not isinstance(f, str)), None)
+    if bad is not None:
+        raise ModelFileError(f"{path}: a name or op type is not valid UTF-8 ({bad[:40]!r}); "
+                             "the file is corrupt")
+    bad = next((n.op_type for n in graph.node if not OP_TYPE.match(n.op_type)), None)
+    if bad is not None:  # so that messages may print op types bare
+        raise ModelFileError(f"{path}: op type {quote(bad)} is not an identifier")
+
+
+def check_opsets(model, path, onnx) -> None:
+    """Opset versions must be ≥ 1, and the default domain's one that this onnx knows
+    (onnxruntime refuses opset 99999 and negative opsets; onnx's checks would not run).
+
+    Raises:
+        ModelFileError: naming the domain and version.
+    """
+    newest = onnx.defs.onnx_opset_version()
+    for opset in model.opset_import:
+        default = opset.domain in ("", "ai.onnx")
+        if opset.version < 1 or (default and opset.version > newest):
+            raise ModelFileError(f"{path}: opset {opset.version} of domain "
+                                 f"{quote(opset.domain or 'ai.onnx')} is not a valid version "
+                                 f"(1 to {newest} for ai.onnx, with the installed onnx)")

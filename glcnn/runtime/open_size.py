@@ -152,14 +152,14 @@ def size_of(open_inputs: dict, inputs=None, named=None) -> tuple[int, int]:
 
 def spatial_size(name: str, dims: tuple, shape: tuple) -> tuple[int, int]:
     """(H, W) of an array of `shape` fed to input `name` of own dims `dims` (with "H"/"W"):
-    (C, H, W), (1, C, H, W), or for a channels-last model (1, H, W, C) too.
+    (C, H, W), (1, C, H, W), or for a channels-last model (1, H, W, C) and (H, W, C) too.
 
     Raises:
         ShapeError: a rank other than 3 or 4.
     """
     nhwc = dims.index("H") == 1 if "H" in dims else dims.index("W") == 2
-    if len(shape) == 4 and nhwc and shape[3] == dims[3]:
-        return int(shape[1]), int(shape[2])
+    if len(shape) in (3, 4) and nhwc and shape[-1] == dims[3]:
+        return int(shape[-3]), int(shape[-2])
     if len(shape) in (3, 4):
         return int(shape[-2]), int(shape[-1])
     raise ShapeError(f"input {quote(name)} has shape {tuple(shape)}; expected an image "

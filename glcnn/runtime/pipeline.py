@@ -187,13 +187,14 @@ class Pipeline:
         return Readback(self, self._runs, batched)
 
     def _own_layout(self, name: str, y: np.ndarray) -> np.ndarray:
-        """Output `name` (read as (C, H, W)) in the model file's own shape (e.g. ONNX (1, F),
-        or (1, H, W, C) for a channels-last TF.js model), else (1, C, H, W)."""
-        own = self.graph.meta.get("onnx_output_shapes", {}).get(name)
+        """Output `name` (read as (C, H, W)) in the model file's own shape (ONNX (1, F), TF.js
+        (1, H, W, C), ONNX (1, L, C) held as (C, 1, L), ...), else (1, C, H, W)."""
+        own, meta = self.graph.meta.get("onnx_output_shapes", {}).get(name), self.graph.meta
         if not own or int(np.prod(own)) != y.size:
             return y[None]
-        if self.graph.meta.get("layout") == "NHWC" and len(own) == 4:
-            return y.transpose(1, 2, 0)[None]
+        if meta.get("layout") == "NHWC" and len(own) == 4 or \
+                name in meta.get("channels_last_outputs", ()):
+            return y.transpose(1, 2, 0).reshape(own)
         return y.reshape(own)
 
     @_gl_errors

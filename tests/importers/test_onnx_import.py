@@ -107,11 +107,12 @@ def test_constant_sub_div_and_broadcast_mul(ctx, tmp_path):
     assert graph.nodes[-1].inputs[0] == "conv"  # Mul(gate, conv) reordered: conv broadcasts gate
 
 
-def test_constant_varying_along_width_is_refused(tmp_path):
-    """ONNX broadcasting aligns trailing axes: a (W,) constant is not per channel."""
+def test_constant_varying_along_width_broadcasts_as_onnx(ctx, tmp_path):
+    """ONNX broadcasting aligns trailing axes: a (W,) constant varies along W, not the
+    channels (a glcnn-shaped (1, 1, W) constant, not a per-channel one)."""
     model = single_node("Add", (1, 4, 3, 4), weights={"b": rand(4)}, extra_inputs=["b"])
-    with pytest.raises(glcnn.UnsupportedOpError, match="broadcasts along an axis other than"):
-        glcnn.load_graph(save(model, tmp_path))
+    graph = compare(ctx, model, tmp_path)
+    assert graph.nodes[0].weights["B"].shape == (1, 1, 4)
 
 
 @pytest.mark.parametrize("name", list(variants()))

@@ -243,3 +243,63 @@ def test_cli_info_shows_open_dims_and_layers_at_a_size(tmp_path):
 def test_cli_open_channels_is_one_line_error(tmp_path):
     done = glcnn_cli("info", save(upsampler((1, "C", "H", "W")), tmp_path))
     assert done.returncode == 2 and "only the height and width" in done.stderr
+
+
+# --- channels-last inputs (N, H, W, C), as tf2onnx writes Keras models ------------------------
+def channels_last(dims=("N", "H", "W", 3), to_nchw=(0, 3, 1, 2)):
+    """Transpose to NCHW -> Conv (stride 2) -> PRelu -> MaxPool -> Transpose back to NHWC."""
+    n = helper.make_node
+    nodes = [
+        n("Transpose", ["x"], ["nchw"], perm=list(to_nchw)),
+        n("Conv", ["nchw", "W", "B"], ["conv"], strides=[2, 2]),
+        n("PRelu", ["conv", "slope"], ["prelu"]),
+        n("MaxPool", ["prelu"], ["pool"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+        n("Transpose", ["pool"], ["y"], perm=[0, 2, 3, 1]),
+    ]
+    weights = {"W": rand(4, 3, 3, 3), "B": rand(4, seed=1), "slope": rand(4, 1, 1, seed=2)}
+    return make_model(nodes, {"x": list(dims)}, {"y": ["N", "H2", "W2", 4]}, weights)
+
+
+def nhwc_image(h, w, seed=0):
+    return np.random.default_rng(seed).standard_normal((1, h, w, 3)).astype(np.float32)
+
+
+def test_channels_last_open_dims_are_h_and_w(tmp_path):
+    assert open_inputs(save(channels_last(), tmp_path)) == {"x": (1, "H", "W", 3)}
+    assert open_inputs(save(channels_last((1, 16, "W", 3)), tmp_path, "w.onnx")) == \
+        {"x": (1, 16, "W", 3)}
+    graph = glcnn.load_graph(save(channels_last(), tmp_path), input_size=(20, 30))
+    assert graph.inputs == {"x": (20, 30, 3)}  # the ONNX (1, H, W, C) as it is stored
+    assert graph.meta["onnx_output_shapes"] == {"y": [1, 5, 7, 4]}
+
+
+def test_channels_last_needs_the_transpose_to_nchw(tmp_path):
+    """Without a Transpose (0, 3, 1, 2) reading it, (N, ?, ?, 3) is an NCHW input with open
+    channels."""
+    path = save(channels_last(to_nchw=(0, 3, 2, 1)), tmp_path)
+    with pytest.raises(glcnn.UnsupportedOpError, match=r"\(N, H, W, C\) read by a Transpose"):
+        open_inputs(path)
+    with pytest.raises(glcnn.UnsupportedOpError, match="channels open"):
+        glcnn.load_graph(path, input_size=(8, 8))
+
+
+def test_channels_last_runs_at_each_size_like_onnxruntime(ctx, tmp_path):
+    path = save(channels_last(), tmp_path)
+    with glcnn.load(path, ctx=ctx) as model:
+        assert isinstance(model, glcnn.OpenSizePipeline)
+        for h, w in SIZES + [(9, 13)]:
+            x = nhwc_image(h, w)
+            assert model.size_of(x) == model.size_of(x[0]) == (h, w)
+            assert_close(model.run(x), reference(path, x), "fp32", f"NHWC at {h}x{w}")
+        assert model.sizes == [*SIZES, (9, 13)]
+
+
+@pytest.mark.gl
+def test_cli_runs_channels_last_npy_at_its_own_size(tmp_path):
+    path = save(channels_last(), tmp_path)
+    x = nhwc_image(*SIZES[1])
+    np.save(tmp_path / "x.npy", x)
+    done = glcnn_cli("run", path, tmp_path / "x.npy", "-o", tmp_path / "y.npy")
+    assert done.returncode == 0, done.stderr
+    ref = reference(path, x)
+    assert_close(np.load(tmp_path / "y.npy").reshape(ref.shape), ref, "fp32", "glcnn run NHWC")

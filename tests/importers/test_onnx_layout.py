@@ -1,0 +1,160 @@
+"""ONNX tensors of rank 3, 5 and 6 (glcnn/importers/onnx_layout.py) and the ops that only
+move elements (onnx_moves.py), against onnxruntime at fp32.
+
+Each model is made with onnx.helper: a 4-D image input, a Conv so the data is not the input
+itself, then the layout ops, and often a Conv or elementwise op after them so that a wrong
+layout shows in the values. Also: which layout ops run no pass at all (aliases), and the
+errors for what stays unsupported.
+"""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from helpers import assert_close
+from onnx import TensorProto, helper, numpy_helper
+
+import glcnn
+from glcnn.errors import UnsupportedOpError
+from glcnn.importers import onnx as onnx_importer
+
+pytestmark = pytest.mark.gl
+
+RNG = np.random.default_rng(7)
+
+
+def model(tmp_path, nodes, out_shape, inits=(), x_shape=(1, 3, 8, 10), name="m.onnx"):
+    """A model: x -> Conv(3 -> C) -> `nodes` (reading "c", writing "y"); saved, its path."""
+    c = x_shape[1] + 3
+    w = RNG.standard_normal((c, x_shape[1], 3, 3)).astype(np.float32) * 0.3
+    inits = [numpy_helper.from_array(w, "w"), *inits]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), *nodes], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = tmp_path / name
+    onnx.save(m, str(path))
+    return path
+
+
+def const(name, value, dtype=np.int64):
+    return numpy_helper.from_array(np.asarray(value, dtype), name)
+
+
+def check(path, x_shape=(1, 3, 8, 10)):
+    """glcnn.load(path).run(x) against onnxruntime; returns the glcnn graph's op types."""
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    pipe = glcnn.load(path, cache=False)
+    try:
+        y = pipe.run(x)
+        assert y.shape == ref.shape
+        assert_close(y, ref, "fp32", path.name)
+        return [n.op for n in pipe.graph.nodes]
+    finally:
+        pipe.release()
+
+
+def test_reshape_to_rank3_and_transpose_flips_layout_for_free(tmp_path):
+    """(1, 6, 8, 10) -> (1, 6, 80) -> Transpose (1, 80, 6): one Rearrange, the transpose is
+    an alias, and the output comes back as ONNX's (1, 80, 6)."""
+    nodes = [helper.make_node("Reshape", ["c", "s"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 1])]
+    ops = check(model(tmp_path, nodes, [1, 80, 6], [const("s", [1, 6, 80])]))
+    assert ops.count("Rearrange") == 1 and "Transpose" not in ops
+
+
+def test_channels_last_sequence_feeds_per_channel_ops(tmp_path):
+    """A (1, L, C) sequence: + bias over C, Softmax over C, then back to (1, C, L)."""
+    bias = RNG.standard_normal(6).astype(np.float32)
+    nodes = [helper.make_node("Reshape", ["c", "s"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("Add", ["t", "b"], ["a"]),
+             helper.make_node("Softmax", ["a"], ["sm"], axis=-1),
+             helper.make_node("Transpose", ["sm"], ["y"], perm=[0, 2, 1])]
+    check(model(tmp_path, nodes, [1, 6, 80], [const("s", [1, 6, 80]),
+                                              numpy_helper.from_array(bias, "b")]))
+
+
+def test_concat_along_sequence_of_rank3(tmp_path):
+    """YOLO heads: reshape each level to (1, C, L_i), concat along L, transpose."""
+    nodes = [helper.make_node("Reshape", ["c", "s1"], ["r1"]),
+             helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Reshape", ["p", "s2"], ["r2"]),
+             helper.make_node("Concat", ["r1", "r2"], ["cat"], axis=2),
+             helper.make_node("Transpose", ["cat"], ["y"], perm=[0, 2, 1])]
+    check(model(tmp_path, nodes, [1, 100, 6], [const("s1", [1, 6, 80]),
+                                               const("s2", [1, 6, 20])]))
+
+
+def test_rank5_attention_split_of_heads(tmp_path):
+    """The SVTR attention reshape: (1, T, 3·h·d) -> (1, T, 3, h, d) -> perm (2, 0, 3, 1, 4)
+    -> slice one of q, k, v -> squeeze -> (1, h, T, d); then back to rank 4 image order."""
+    x_shape = (1, 9, 1, 10)  # Conv -> 12 channels = 3·2·2, T = 10
+    nodes = [helper.make_node("Squeeze", ["c", "ax2"], ["sq"]),
+             helper.make_node("Transpose", ["sq"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("Reshape", ["t", "s"], ["r5"]),
+             helper.make_node("Transpose", ["r5"], ["p"], perm=[2, 0, 3, 1, 4]),
+             helper.make_node("Slice", ["p", "st", "en", "ax0"], ["k5"]),
+             helper.make_node("Squeeze", ["k5", "ax0"], ["y"])]
+    inits = [const("ax2", [2]), const("s", [1, 10, 3, 2, 2]), const("st", [1]),
+             const("en", [2]), const("ax0", [0])]
+    ops = check(model(tmp_path, nodes, [1, 2, 10, 2], inits, x_shape), x_shape)
+    assert "Rearrange" in ops
+
+
+def test_slice_steps_on_channels_and_gather(tmp_path):
+    """Slice with step 2 on the channel axis, then Gather of one row (drops the axis)."""
+    nodes = [helper.make_node("Slice", ["c", "st", "en", "ax", "sp"], ["s"]),
+             helper.make_node("Gather", ["s", "i"], ["y"], axis=2)]
+    inits = [const("st", [1]), const("en", [6]), const("ax", [1]), const("sp", [2]),
+             const("i", 3)]
+    check(model(tmp_path, nodes, [1, 3, 10], inits))
+
+
+def test_split_and_expand(tmp_path):
+    """Split along H into 3 + 5 rows, a Conv-free Expand of the 3-row part along W."""
+    nodes = [helper.make_node("Split", ["c", "sizes"], ["a", "b"], axis=2),
+             helper.make_node("ReduceMax", ["a"], ["m"], axes=[3], keepdims=1),
+             helper.make_node("Expand", ["m", "shape"], ["e"]),
+             helper.make_node("Concat", ["e", "b"], ["y"], axis=2)]
+    inits = [const("sizes", [3, 5]), const("shape", [1, 6, 3, 10])]
+    check(model(tmp_path, nodes, [1, 6, 8, 10], inits))
+
+
+def test_squeeze_to_sequence_is_an_alias(tmp_path):
+    """(1, C, 1, L) -> (1, C, L) moves no element: no pass runs for it."""
+    x_shape = (1, 3, 1, 12)
+    nodes = [helper.make_node("Squeeze", ["c", "ax"], ["y"])]
+    ops = check(model(tmp_path, nodes, [1, 6, 12], [const("ax", [2])], x_shape), x_shape)
+    assert ops == ["Conv"]
+
+
+def test_yolox_style_head_graph_layouts(tmp_path):
+    """The importer's graph (no GL): a rank-3 output stored channels last is named in meta
+    so run() and diff can restore ONNX's order."""
+    nodes = [helper.make_node("Reshape", ["c", "s"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["y"], perm=[0, 2, 1])]
+    graph = onnx_importer.load(model(tmp_path, nodes, [1, 80, 6], [const("s", [1, 6, 80])]))
+    assert graph.meta["channels_last_outputs"] == ["y"]
+
+
+def test_unsupported_layouts_name_the_node(tmp_path):
+    """Gather with scattered indices and a rank-4 tensor with batch 2 are refused clearly."""
+    nodes = [helper.make_node("Gather", ["c", "i"], ["y"], axis=1)]
+    path = model(tmp_path, nodes, [1, 3, 8, 10], [const("i", [0, 4, 1])])
+    with pytest.raises(UnsupportedOpError, match=r"Gather.*1-D range"):
+        onnx_importer.load(path)
+    nodes = [helper.make_node("Reshape", ["c", "s"], ["y"])]
+    path = model(tmp_path, nodes, [2, 3, 8, 10], [const("s", [2, 3, 8, 10])], name="b.onnx")
+    with pytest.raises(UnsupportedOpError, match="batch size 2"):
+        onnx_importer.load(path)
+
+
+def test_tile_repeats_each_axis(tmp_path):
+    """Tile (1, 6, 8, 10) by (1, 2, 1, 3): whole-tensor repeats along C and W."""
+    nodes = [helper.make_node("Tile", ["c", "r"], ["y"])]
+    check(model(tmp_path, nodes, [1, 12, 8, 30], [const("r", [1, 2, 1, 3])]))
