@@ -1,9 +1,10 @@
 """TF.js layers-model importer: `model.json` + `*.bin` weight shards to a glcnn Graph (no GL).
 
 Reads what TF.js's `model.save()` and the Python `tensorflowjs` converter write (format
-"layers-model"): a Keras 2 style `modelTopology` (a Sequential or Functional/"Model"
-config, bare or wrapped as `{"model_config": ...}`) and a `weightsManifest`
-(glcnn/importers/tfjs_weights.py: shards, float16 and uint8/uint16 quantization).
+"layers-model"; graph models, "graph-model", go to glcnn/importers/tfjs_graph.py): a Keras 2
+style `modelTopology` (a Sequential or Functional/"Model" config, bare or wrapped as
+`{"model_config": ...}`) and a `weightsManifest` (glcnn/importers/tfjs_weights.py: shards,
+float16 and uint8/uint16 quantization).
 
 Steps:
 1. parse the topology into layer calls (`Call`: Keras class, layer name, config, the layers
@@ -39,6 +40,7 @@ from ..errors import GlcnnError, ModelFileError, ShapeError, UnsupportedOpError,
 from ..graph.graph import Graph, Node, float32
 from ..limits import check_atlas
 from ..ops import make_op
+from . import tfjs_graph
 from .tfjs_custom import (  # noqa: F401 (the public hook)
     CUSTOM,
     HOW,
@@ -74,6 +76,8 @@ def load(path, input_size=None) -> Graph:
     """
     path = Path(path)
     doc = read_model_json(path)
+    if tfjs_graph.is_graph_model(doc):
+        return tfjs_graph.load(path, input_size, doc)
     try:
         calls, inputs, outputs = parse_topology(doc["modelTopology"], path.name)
         check_supported(calls, path.name)
@@ -94,8 +98,11 @@ def open_inputs(path) -> dict[str, tuple]:
         ModelFileError: not a readable layers model.
     """
     path = Path(path)
+    doc = read_model_json(path)
+    if tfjs_graph.is_graph_model(doc):
+        return tfjs_graph.open_inputs(path, doc)
     try:
-        calls = parse_topology(read_model_json(path)["modelTopology"], path.name)[0]
+        calls = parse_topology(doc["modelTopology"], path.name)[0]
         spatial = (1, 2) if data_layout(calls, path.name) == "NHWC" else (2, 3)
         shapes = {c.name: c.config.get("batch_input_shape", c.config.get("batch_shape"))
                   for c in calls if c.cls == "InputLayer"}
@@ -117,7 +124,8 @@ def open_inputs(path) -> dict[str, tuple]:
 
 
 def read_model_json(path: Path) -> dict:
-    """model.json as a dict holding a layers model's `modelTopology`.
+    """model.json as a dict holding a `modelTopology` (a layers model's, or a graph model's
+    GraphDef: `tfjs_graph.is_graph_model` tells them apart).
 
     Raises:
         ModelFileError: naming the file.
@@ -129,12 +137,9 @@ def read_model_json(path: Path) -> dict:
                              f"{exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("modelTopology"), dict):
         raise ModelFileError(f"{path}: not a TF.js model (no 'modelTopology' object)")
-    if doc.get("format") == "graph-model" or "node" in doc["modelTopology"]:
-        raise ModelFileError(f"{path}: a TF.js graph model (a frozen TensorFlow graph); glcnn "
-                             "reads layers models ('layers-model', written by model.save() or "
-                             "tensorflowjs_converter --output_format tfjs_layers_model)")
-    if doc.get("format", "layers-model") != "layers-model":
-        raise ModelFileError(f"{path}: format {quote(doc['format'])} is not 'layers-model'")
+    if doc.get("format", "layers-model") not in ("layers-model", "graph-model"):
+        raise ModelFileError(f"{path}: format {quote(doc['format'])} is not 'layers-model' or "
+                             "'graph-model'")
     return doc
 
 

@@ -140,11 +140,14 @@ def finish(imp, call: Call, op: str, x: Tensor, attrs: dict, weights: dict) -> T
 
 @converts("Activation", emits=ACTIVATION_OPS)
 def _activation(imp, call):
+    """Any activation glcnn has, by name (relu, relu6, elu, selu, sigmoid, tanh, swish,
+    hard_sigmoid, softmax, linear, ...)."""
     return activate(imp, call, imp.act(call, 0, keep_order=True), call.config["activation"])
 
 
 @converts("ReLU", emits=("LeakyRelu", "Clip", "Relu"))
 def _relu(imp, call):
+    """Relu, Clip for max_value (ReLU6), LeakyRelu for negative_slope; threshold refused."""
     cfg, x = call.config, imp.act(call, 0, keep_order=True)
     if float(cfg.get("threshold") or 0) != 0:
         imp.fail(call, f"threshold={cfg['threshold']} is not supported")
@@ -161,6 +164,7 @@ def _relu(imp, call):
 
 @converts("LeakyReLU", emits=("LeakyRelu",))
 def _leaky_relu(imp, call):
+    """LeakyRelu with alpha (default 0.3)."""
     x = imp.act(call, 0, keep_order=True)
     alpha = call.config.get("alpha", call.config.get("negative_slope", 0.3))
     return Tensor(imp.emit(call, "LeakyRelu", [x.name], {"alpha": float(alpha)}), x.rank, x.order)
@@ -168,6 +172,7 @@ def _leaky_relu(imp, call):
 
 @converts("ELU", emits=("Elu",))
 def _elu(imp, call):
+    """Elu with alpha."""
     x = imp.act(call, 0, keep_order=True)
     alpha = float(call.config.get("alpha", 1.0))
     return Tensor(imp.emit(call, "Elu", [x.name], {"alpha": alpha}), x.rank, x.order)
@@ -175,6 +180,7 @@ def _elu(imp, call):
 
 @converts("Softmax", emits=("Softmax",))
 def _softmax(imp, call):
+    """Softmax over the channel axis only."""
     x = imp.act(call, 0, keep_order=True)
     imp.channel_axis(call, x, call.config.get("axis", -1))
     return Tensor(imp.emit(call, "Softmax", [x.name], {"axis": 1}), x.rank, x.order)
@@ -206,6 +212,8 @@ def _identity(imp, call):
 
 @converts("InputLayer", emits=())
 def _input(imp, call):
+    """Images (batch, H, W, C) or (batch, C, H, W), and vectors (batch, F); None H and W are
+    open sizes."""
     cfg = call.config
     shape = cfg.get("batch_input_shape", cfg.get("batch_shape"))
     if not isinstance(shape, list) or len(shape) not in (2, 4):
@@ -245,6 +253,8 @@ def _conv_geometry(imp, call, x):
 
 @converts("Conv2D", emits=("Conv", *ACTIVATION_OPS))
 def _conv2d(imp, call):
+    """Any kernel, strides, dilation_rate, groups; padding same (TF's rule) or valid; use_bias;
+    the activation fused."""
     x = imp.act(call)
     c = imp.shape(x)[0]
     groups = integers(call.config.get("groups", 1), "groups", 1)[0]
@@ -264,6 +274,8 @@ def _depthwise_weights(imp, call, channels: int):
 
 @converts("DepthwiseConv2D", emits=("Conv", *ACTIVATION_OPS))
 def _depthwise(imp, call):
+    """depth_multiplier, strides, same or valid padding; dilation_rate 1 (TF.js ignores it,
+    Keras applies it)."""
     x = imp.act(call)
     c = imp.shape(x)[0]
     _, attrs = _conv_geometry(imp, call, x)
@@ -277,6 +289,7 @@ def _depthwise(imp, call):
 
 @converts("SeparableConv2D", emits=("Conv", *ACTIVATION_OPS))
 def _separable(imp, call):
+    """A depthwise Conv and a 1×1 Conv, the activation fused into the second."""
     x = imp.act(call)
     c, filters = imp.shape(x)[0], integers(call.config["filters"], "filters", 1)[0]
     _, attrs = _conv_geometry(imp, call, x)
@@ -290,6 +303,8 @@ def _separable(imp, call):
 
 @converts("Conv2DTranspose", emits=("ConvTranspose", *ACTIVATION_OPS))
 def _conv_transpose(imp, call):
+    """Strides, same or valid padding (PyTorch output_padding made explicit); no dilation_rate
+    or output_padding."""
     cfg, x = call.config, imp.act(call)
     c, filters = imp.shape(x)[0], integers(cfg["filters"], "filters", 1)[0]
     kernel_size = pair(cfg["kernel_size"], "kernel_size")
@@ -310,6 +325,7 @@ def _conv_transpose(imp, call):
 
 @converts("BatchNormalization", emits=("BatchNormalization",))
 def _batchnorm(imp, call):
+    """Inference form (moving mean and variance), folded into a conv before it."""
     cfg, x = call.config, imp.act(call)
     imp.channel_axis(call, x, cfg.get("axis", -1))
     c = imp.shape(x)[0]

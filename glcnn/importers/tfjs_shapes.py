@@ -58,11 +58,13 @@ def _pool(imp, call, op: str) -> Tensor:
 
 @converts("MaxPooling2D", emits=("MaxPool",))
 def _max_pool(imp, call):
+    """pool_size, strides, same or valid padding."""
     return _pool(imp, call, "MaxPool")
 
 
 @converts("AveragePooling2D", emits=("AveragePool",))
 def _average_pool(imp, call):
+    """As MaxPooling2D; same padding averages over the window's valid pixels (TF's rule)."""
     return _pool(imp, call, "AveragePool")
 
 
@@ -77,6 +79,7 @@ def _global_pool(imp, call):
 
 @converts("UpSampling2D", emits=("Resize",))
 def _upsampling(imp, call):
+    """size (integer factors), interpolation nearest or bilinear."""
     interpolation = call.config.get("interpolation", "nearest")
     if interpolation not in ("nearest", "bilinear"):
         imp.fail(call, f"interpolation={quote(interpolation)} is not supported (nearest, bilinear)")
@@ -96,6 +99,7 @@ def _two_pairs(value, key: str) -> tuple[tuple[int, int], tuple[int, int]]:
 
 @converts("ZeroPadding2D", emits=("Pad",))
 def _zero_padding(imp, call):
+    """Symmetric or per-side zero padding of H and W."""
     (t, b), (left, r) = _two_pairs(call.config.get("padding", 1), "padding")
     attrs = {"pads": [0, 0, t, left, 0, 0, b, r], "mode": "constant", "value": 0.0}
     return Tensor(imp.emit(call, "Pad", [imp.act(call).name], attrs), 4)
@@ -103,6 +107,7 @@ def _zero_padding(imp, call):
 
 @converts("Cropping2D", emits=("Slice",))
 def _cropping(imp, call):
+    """Per-side cropping of H and W."""
     x = imp.act(call)
     (t, b), (left, r) = _two_pairs(call.config.get("cropping", 0), "cropping")
     _, h, w = imp.shape(x)
@@ -126,16 +131,19 @@ def _merge(imp, call, op: str) -> Tensor:
 
 @converts("Add", emits=("Add",))
 def _add(imp, call):
+    """Two or more tensors of one shape."""
     return _merge(imp, call, "Add")
 
 
 @converts("Multiply", emits=("Mul",))
 def _multiply(imp, call):
+    """Two or more tensors of one shape."""
     return _merge(imp, call, "Mul")
 
 
 @converts("Concatenate", emits=("Concat",))
 def _concatenate(imp, call):
+    """Along the channel axis."""
     xs = [imp.act(call, i) for i in range(len(call.inputs))]
     for x in xs:
         imp.channel_axis(call, x, call.config.get("axis", -1))
