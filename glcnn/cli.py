@@ -6,7 +6,7 @@
     glcnn diff MODEL INPUT [--against onnxruntime|numpy|tfjs-outputs DIR]
                            [--precision fp32|fp16|u8] [--png DIR]
     glcnn bench MODEL [--against onnxruntime,torch] [--runs N] [--warmup N] [--budget S]
-                      [--precision fp32|fp16|u8] [--input NPY] [--json FILE]
+                      [--precision fp32|fp16|u8] [--input NPY] [--input-size H W] [--json FILE]
 
 INPUT/OUT: .npy or image. A model with open input sizes runs at INPUT's own size (an image
 is not resized) unless `--input-size H W` fixes it (an image is then resized to it).
@@ -86,6 +86,7 @@ def _add_bench_parser(sub) -> None:
     bench.add_argument("--precision", default="fp32", choices=list(TOLERANCE))
     bench.add_argument("--input", metavar="NPY", help="input .npy in the model's layout "
                        "(default: seeded random in the model's input range)")
+    _add_input_size(bench, "to time it at (default: the --input array's size)")
     bench.add_argument("--json", metavar="FILE", help="write every raw number here")
 
 
@@ -271,16 +272,13 @@ def cmd_bench(args) -> None:
     from .commands.bench import Settings, bench, write_json
     from .commands.bench_refs import parse_against
     from .commands.bench_report import format_report
-    from .importers import open_inputs
     against = parse_against(args.against)
-    if open_inputs(args.model):
-        raise GlcnnError(f"{args.model} leaves its input sizes open; glcnn bench times fixed "
-                         "sizes only (glcnn run --input-size H W runs it at one)")
     if args.input and Path(args.input).suffix.lower() != ".npy":
         raise ShapeError(f"{args.input}: --input takes a .npy array in the model's layout")
     inputs = read_npy(Path(args.input)) if args.input else None
     settings = Settings(args.runs, args.warmup, args.budget)
-    report = bench(args.model, inputs, (args.precision,), against, settings)
+    report = bench(args.model, inputs, (args.precision,), against, settings,
+                   input_size=args.input_size)
     print(format_report(report))
     if args.json:
         write_json(args.json, report)

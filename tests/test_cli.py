@@ -86,3 +86,30 @@ def test_open_size_model_without_a_size_is_one_line_error(command, tmp_path):
     done = glcnn_cli(command, tmp_path / "open.onnx")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert {"bench": "--input-size", "view": "--size W H"}[command] in done.stderr
+
+
+@pytest.mark.gl
+def test_view_runs_an_open_size_model_at_size(display, tmp_path):
+    """`glcnn view` compiles an open-size model at `--size W H` (an identity 1×1 Conv: the
+    output panel shows the input panel's pixels)."""
+    import os
+
+    import onnx
+    from onnx import helper
+    from onnx_models import make_model
+    identity = np.eye(3, dtype=np.float32).reshape(3, 3, 1, 1)
+    model = make_model([helper.make_node("Conv", ["x", "W"], ["y"])], {"x": [1, 3, "H", "W"]},
+                       {"y": None}, {"W": identity})
+    onnx.save(model, str(tmp_path / "open.onnx"))
+    done = subprocess.run([sys.executable, "-m", "glcnn.cli", "view", str(tmp_path / "open.onnx"),
+                           "--size", "40", "24", "--frames", "3", "--screenshot",
+                           str(tmp_path / "shot.png")], env={**os.environ, "DISPLAY": display},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    from glcnn.viewer.window import panel_rect
+    shot = np.asarray(Image.open(tmp_path / "shot.png").convert("RGB")).astype(np.int16)
+    panels = []
+    for index in (0, 1):  # input, output: both 40×24, shown the same way
+        x0, y0, w, h = panel_rect(index, (40, 24))
+        panels.append(shot[shot.shape[0] - (y0 + h):shot.shape[0] - y0, x0:x0 + w])
+    assert panels[0].std() > 0 and np.abs(panels[0] - panels[1]).max() <= 1

@@ -11,6 +11,7 @@ reason; an exception that no longer excuses anything fails too, so the list stay
 | ONNX importer CONVERTERS   | ONNX op types the importer converts            | yes        |
 | ONNX converters' glcnn ops | the glcnn op each ONNX converter needs         | no         |
 | TF.js converters' EMITS    | glcnn ops a TF.js layer converter may emit     | no         |
+| TF.js graph EMITS          | glcnn ops a TF.js graph-op converter may emit  | no         |
 | docs NOTES                 | the README ops table's notes (with the         | yes        |
 |                            | activations, which share one)                  |            |
 
@@ -24,7 +25,14 @@ import pytest
 from glcnn.commands import docs, torch_runner
 from glcnn.errors import GlcnnError
 from glcnn.graph import reference
-from glcnn.importers import onnx_ops, onnx_spatial, tfjs, tfjs_layers, tfjs_shapes  # noqa: F401
+from glcnn.importers import (  # noqa: F401
+    onnx_ops,
+    onnx_spatial,
+    tfjs,
+    tfjs_graph_ops,
+    tfjs_layers,
+    tfjs_shapes,
+)
 from glcnn.ops import REGISTRY
 from glcnn.ops.base import ACTIVATION_DEFAULTS
 from glcnn.registry import enter
@@ -34,6 +42,7 @@ ONNX = "ONNX importer CONVERTERS"
 TFJS_DATA = Path(__file__).resolve().parent / "data" / "tfjs"
 _INTERNAL = "glcnn-internal, made by glcnn.graph.passes.expand_reductions; ONNX has no such op"
 _ALIAS = "ONNX-only: an alias of its input (onnx_ops.py), no glcnn op of its own"
+_MOVE = "ONNX-only: an alias or a glcnn Rearrange (onnx_moves.py)"
 
 # (op type, table) -> why that table deliberately differs from ops.REGISTRY there.
 EXCEPTIONS = {
@@ -44,11 +53,17 @@ EXCEPTIONS = {
     ("SoftmaxApply", ONNX): _INTERNAL,
     ("Silu", ONNX): "ONNX has no Silu (exporters write Sigmoid and Mul); glcnn's serves TF.js "
                     "swish and the Builder",
+    ("Rearrange", ONNX): "glcnn-internal general gather (glcnn/ops/rearrange.py), made by the "
+                         "ONNX importer for moves (onnx_layout.py); ONNX has no such op",
     ("Identity", ONNX): _ALIAS,
     ("Dropout", ONNX): _ALIAS + " (inference mode)",
     ("Cast", ONNX): _ALIAS + " (a cast to float32)",
-    ("Squeeze", ONNX): "ONNX-only: an alias, or a glcnn Flatten (onnx_ops._reshape)",
-    ("Unsqueeze", ONNX): "ONNX-only: an alias, or a glcnn Flatten (onnx_ops._reshape)",
+    ("Squeeze", ONNX): _MOVE,
+    ("Unsqueeze", ONNX): _MOVE,
+    ("Gather", ONNX): _MOVE + " (constant indices)",
+    ("Split", ONNX): _MOVE + " per output",
+    ("Expand", ONNX): _MOVE + " (stride 0 along the broadcast axes)",
+    ("Tile", ONNX): _MOVE + " (each axis read as (repeat, size))",
 }
 # The TF.js importer itself (glcnn/importers/tfjs.py), outside any converter, emits a Gemm
 # reordering a flattened vector into glcnn's order and a Mul copying an output.
@@ -65,6 +80,7 @@ def tables() -> dict[str, tuple[set[str], bool]]:
         "ONNX converters' glcnn ops": (onnx_needs, False),
         "TF.js converters' EMITS": (set().union(*tfjs_layers.EMITS.values()) | TFJS_IMPORTER_OPS,
                                     False),
+        "TF.js graph EMITS": (set().union(*tfjs_graph_ops.EMITS.values()) | {"Mul"}, False),
         "docs NOTES": (set(docs.NOTES) | set(ACTIVATION_DEFAULTS), True),
     }
 

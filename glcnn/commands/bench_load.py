@@ -27,8 +27,9 @@ CACHE_ENV = "MESA_SHADER_CACHE_DISABLE"
 
 
 # --- load and compile in fresh processes ------------------------------------------------------
-def load_times(model, precision: str, feeds: dict) -> dict:
-    """Cold and warm load + compile + first run of `model` in fresh processes (see `probe`).
+def load_times(model, precision: str, feeds: dict, input_size=None) -> dict:
+    """Cold and warm load + compile + first run of `model` in fresh processes (see `probe`),
+    at `input_size` (H, W) for a model with open input sizes.
 
     Returns:
         {"cold": ..., "warm": ...}, each probe's milliseconds.
@@ -38,16 +39,17 @@ def load_times(model, precision: str, feeds: dict) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         inputs = Path(folder) / "inputs.npz"
         np.savez(inputs, **feeds)
-        cold = _probe(model, precision, inputs, {CACHE_ENV: "true", "GLCNN_CACHE": "0"})
+        size = "x".join(map(str, input_size)) if input_size else ""
+        cold = _probe(model, precision, inputs, size, {CACHE_ENV: "true", "GLCNN_CACHE": "0"})
         caches = {"GLCNN_CACHE": "1", "GLCNN_CACHE_DIR": str(Path(folder) / "prepared"),
                   "MESA_SHADER_CACHE_DIR": str(Path(folder) / "mesa")}
         for _ in range(2):  # fill both caches (see the module docstring)
-            _probe(model, precision, inputs, caches)
-        warm = _probe(model, precision, inputs, caches)
+            _probe(model, precision, inputs, size, caches)
+        warm = _probe(model, precision, inputs, size, caches)
     return {"cold": cold, "warm": warm}
 
 
-def _probe(model, precision, inputs, env_extra) -> dict:
+def _probe(model, precision, inputs, size: str, env_extra) -> dict:
     # PYTHONDONTWRITEBYTECODE would make every probe compile glcnn's modules from source,
     # which an installed package does not do.
     env = {k: v for k, v in os.environ.items()
@@ -56,7 +58,8 @@ def _probe(model, precision, inputs, env_extra) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     code = ("import time; start = time.perf_counter(); import sys; "
             "from glcnn.commands.bench_load import probe; probe(start, *sys.argv[1:])")
-    done = subprocess.run([sys.executable, "-c", code, str(model), precision, str(inputs)],
+    done = subprocess.run([sys.executable, "-c", code, str(model), precision, str(inputs),
+                           size],
                           capture_output=True, text=True, env=env | env_extra, check=False)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -64,12 +67,12 @@ def _probe(model, precision, inputs, env_extra) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def probe(start: float, model: str, precision: str, inputs: str) -> None:
+def probe(start: float, model: str, precision: str, inputs: str, size: str = "") -> None:
     """In a fresh process: print one JSON line with the ms of importing glcnn (since
-    `start`), loading and optimising `model`, creating the context, compiling the Pipeline
-    and its first run on the arrays of the `inputs` .npz, and their sum; plus the programs
-    the Pipeline compiled. u8 calibration (for a model without ranges) is timed apart, not in
-    the sum."""
+    `start`), loading and optimising `model` (at `size` "HxW" if not empty), creating the
+    context, compiling the Pipeline and its first run on the arrays of the `inputs` .npz,
+    and their sum; plus the programs the Pipeline compiled. u8 calibration (for a model
+    without ranges) is timed apart, not in the sum."""
     ms = {"import_ms": _ms_since(start)}
     from ..importers.prepared import load_optimized
     from ..runtime.context import Context
@@ -78,7 +81,7 @@ def probe(start: float, model: str, precision: str, inputs: str) -> None:
     with np.load(inputs, allow_pickle=False) as data:
         feeds = dict(data)
     lap = _stopwatch()
-    graph = load_optimized(model)
+    graph = load_optimized(model, input_size=tuple(map(int, size.split("x"))) if size else None)
     ms["load_ms"] = lap()
     ctx = Context()
     ms["context_ms"] = lap()

