@@ -24,6 +24,15 @@ def quote(value, limit: int = QUOTE_LIMIT) -> str:
     return text
 
 
+def kinds_and_names(missing: dict, noun: str, most: int = 20) -> str:
+    """"Kind (nouns: 'a', 'b', ...); Other (...); and N more" for an error listing everything
+    unsupported at once: kinds sorted, at most `most` of them and 5 names each, names quoted."""
+    listed = "; ".join(f"{kind} ({noun}: {', '.join(map(quote, names[:5]))}"
+                       f"{', ...' if len(names) > 5 else ''})"
+                       for kind, names in sorted(missing.items())[:most])
+    return listed + (f"; and {len(missing) - most} more" if len(missing) > most else "")
+
+
 class GlcnnError(Exception):
     """Base class of every error glcnn raises on purpose."""
 

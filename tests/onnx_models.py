@@ -2,6 +2,7 @@
 architectures exported with torch.onnx.export. Weights are seeded; nothing is downloaded."""
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
@@ -182,3 +183,49 @@ def variants() -> dict:
             [helper.make_node("Sub", ["c", "x"], ["y"])], {"x": [1, 3, 2, 2]},
             {"y": None}, {"c": _f32(1, 2, 3).reshape(3, 1, 1)}),
     }
+
+
+# --- x -> Conv -> the nodes under test, against onnxruntime ------------------------------------
+def conv_then(tmp_path, nodes, out_shape, inits=(), x_shape=(1, 3, 8, 10), opset=17,
+              name="m.onnx", rng=None):
+    """x -> Conv(C -> C + 3, 3×3) -> `nodes` (reading "c", writing "y"), saved; its path. The
+    Conv makes the data something other than the input itself."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    c = x_shape[1] + 3
+    w = rng.standard_normal((c, x_shape[1], 3, 3)).astype(np.float32) * 0.3
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), *nodes], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        [numpy_helper.from_array(w, "w"), *inits])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    path = tmp_path / name
+    onnx.save(m, str(path))
+    return path
+
+
+def int_const(name, value, dtype=np.int64):
+    """An initializer (int64 unless said): shapes, axes, indices."""
+    return numpy_helper.from_array(np.asarray(value, dtype), name)
+
+
+def matches_onnxruntime(path, x_shape=(1, 3, 8, 10), rng=None) -> list[str]:
+    """glcnn.load(path).run(x) against onnxruntime at fp32 on a seeded x; returns the
+    optimised graph's op types."""
+    import onnxruntime as ort
+    from helpers import assert_close
+
+    import glcnn
+    rng = rng if rng is not None else np.random.default_rng(0)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+    pipe = glcnn.load(path, cache=False)
+    try:
+        y = pipe.run(x)
+        assert y.shape == ref.shape
+        assert_close(y, ref, "fp32", path.name)
+        return [n.op for n in pipe.graph.nodes]
+    finally:
+        pipe.release()

@@ -215,3 +215,16 @@ def npm_package(spec: str, sha256: str) -> Path:
         pytest.fail(f"{folder / 'package.tgz'} has SHA-256 {digest(folder / 'package.tgz')}, "
                     f"pinned {sha256} (delete the folder to fetch it again)")
     return folder / "package"
+
+
+def copy_case(name: str, tmp_path, data: Path = DATA) -> Path:
+    """A writable copy of fixture folder `data/name`; returns its model.json path."""
+    shutil.copytree(data / name, tmp_path / name)
+    return tmp_path / name / "model.json"
+
+
+def edit(path, change) -> None:
+    """Rewrite the JSON file `path` with `change(doc)` applied."""
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))

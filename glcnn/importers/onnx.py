@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GlcnnError, ModelFileError, UnsupportedOpError, quote
+from ..errors import GlcnnError, ModelFileError, UnsupportedOpError, kinds_and_names, quote
 from ..graph.graph import Graph, Node, float32
 from ..limits import memory_budget, mib
 from . import (  # noqa: F401 (onnx_spatial, onnx_moves, onnx_seq register converters)
@@ -263,9 +263,7 @@ class OnnxImport:
                 kind = node.op_type if default_domain else f"{quote(node.domain)}.{node.op_type}"
                 missing.setdefault(kind, []).append(_label(node))
         if missing:  # op types are identifiers (_check_text); names are quoted, lists cut
-            listed = "; ".join(f"{op} (nodes: {', '.join(map(quote, names[:5]))}"
-                               f"{', ...' if len(names) > 5 else ''})"
-                               for op, names in sorted(missing.items())[:10])
+            listed = kinds_and_names(missing, "nodes", 10)
             raise UnsupportedOpError(f"{self.filename}: {len(missing)} unsupported ONNX op "
                                      f"type(s): {listed}. Supported: "
                                      f"{', '.join(sorted(supported))}")

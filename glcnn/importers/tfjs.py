@@ -36,7 +36,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GlcnnError, ModelFileError, ShapeError, UnsupportedOpError, WeightError, quote
+from ..errors import (
+    GlcnnError,
+    ModelFileError,
+    ShapeError,
+    UnsupportedOpError,
+    WeightError,
+    kinds_and_names,
+    quote,
+)
 from ..graph.graph import Graph, Node, float32
 from ..limits import check_atlas
 from ..ops import make_op
@@ -158,16 +166,13 @@ def check_supported(calls: list[Call], filename: str) -> None:
     if not missing:
         return
     # classes are identifiers (tfjs_topology); names are quoted, lists cut
-    listed = "; ".join(f"{kind} (layers: {', '.join(map(quote, names[:5]))}"
-                       f"{', ...' if len(names) > 5 else ''})"
-                       for kind, names in sorted(missing.items())[:20])
-    more = f"; and {len(missing) - 20} more" if len(missing) > 20 else ""
+    listed = kinds_and_names(missing, "layers")
     classes = [kind for kind in missing if not kind.startswith("activation ")]
     hook = (f". Custom layer classes (registered in TF.js with tf.serialization.registerClass) "
             f"load once each has a builder: {HOW}, before loading (README: 'Custom TF.js "
             "layers')" if classes else "")
     raise UnsupportedOpError(
-        f"{filename}: {len(missing)} unsupported layer class(es)/activation(s): {listed}{more}"
+        f"{filename}: {len(missing)} unsupported layer class(es)/activation(s): {listed}"
         f"{hook}. Supported layers: {', '.join(sorted(layers.CONVERTERS))}; activations: "
         f"{', '.join(sorted(a for a in layers.ACTIVATIONS if a))}")
 

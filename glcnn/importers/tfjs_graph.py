@@ -28,7 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GlcnnError, ModelFileError, ShapeError, UnsupportedOpError, WeightError, quote
+from ..errors import (
+    GlcnnError,
+    ModelFileError,
+    ShapeError,
+    UnsupportedOpError,
+    WeightError,
+    kinds_and_names,
+    quote,
+)
 from ..graph.graph import Graph, Node, float32
 from ..limits import check_atlas
 from ..ops import make_op
@@ -137,12 +145,11 @@ def check_supported(order: list, filename: str) -> None:
             missing.setdefault(node.op, []).append(node.name)
     if not missing:
         return
-    listed = "; ".join(f"{op}{' (' + EXPLAIN[op] + ')' if op in EXPLAIN else ''} (nodes: "
-                       f"{', '.join(map(quote, names[:5]))}{', ...' if len(names) > 5 else ''})"
-                       for op, names in sorted(missing.items())[:20])
-    more = f"; and {len(missing) - 20} more" if len(missing) > 20 else ""
-    raise UnsupportedOpError(f"{filename}: {len(missing)} unsupported op type(s): {listed}"
-                             f"{more}. Supported: {', '.join(sorted(CONVERTERS))}; folded on "
+    explained = {f"{op} ({EXPLAIN[op]})" if op in EXPLAIN else op: names
+                 for op, names in missing.items()}
+    raise UnsupportedOpError(f"{filename}: {len(missing)} unsupported op type(s): "
+                             f"{kinds_and_names(explained, 'nodes')}. Supported: "
+                             f"{', '.join(sorted(CONVERTERS))}; folded on "
                              f"constants: {', '.join(sorted(set(FOLDS) - set(CONVERTERS)))}")
 
 

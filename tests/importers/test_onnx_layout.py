@@ -8,13 +8,11 @@ errors for what stays unsupported.
 """
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import pytest
-from helpers import assert_close
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
+from onnx_models import conv_then, matches_onnxruntime
+from onnx_models import int_const as const
 
-import glcnn
 from glcnn.errors import UnsupportedOpError
 from glcnn.importers import onnx as onnx_importer
 
@@ -24,38 +22,11 @@ RNG = np.random.default_rng(7)
 
 
 def model(tmp_path, nodes, out_shape, inits=(), x_shape=(1, 3, 8, 10), name="m.onnx"):
-    """A model: x -> Conv(3 -> C) -> `nodes` (reading "c", writing "y"); saved, its path."""
-    c = x_shape[1] + 3
-    w = RNG.standard_normal((c, x_shape[1], 3, 3)).astype(np.float32) * 0.3
-    inits = [numpy_helper.from_array(w, "w"), *inits]
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), *nodes], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    path = tmp_path / name
-    onnx.save(m, str(path))
-    return path
-
-
-def const(name, value, dtype=np.int64):
-    return numpy_helper.from_array(np.asarray(value, dtype), name)
+    return conv_then(tmp_path, nodes, out_shape, inits, x_shape, name=name, rng=RNG)
 
 
 def check(path, x_shape=(1, 3, 8, 10)):
-    """glcnn.load(path).run(x) against onnxruntime; returns the glcnn graph's op types."""
-    x = RNG.standard_normal(x_shape).astype(np.float32)
-    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0]
-    pipe = glcnn.load(path, cache=False)
-    try:
-        y = pipe.run(x)
-        assert y.shape == ref.shape
-        assert_close(y, ref, "fp32", path.name)
-        return [n.op for n in pipe.graph.nodes]
-    finally:
-        pipe.release()
+    return matches_onnxruntime(path, x_shape, RNG)
 
 
 def test_reshape_to_rank3_and_transpose_flips_layout_for_free(tmp_path):

@@ -8,11 +8,10 @@ Each model is made with onnx.helper: a 4-D image input, a Conv so the data is no
 itself, then the ops under test (as tests/importers/test_onnx_layout.py)."""
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import pytest
-from helpers import assert_close
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
+from onnx_models import conv_then, matches_onnxruntime
+from onnx_models import int_const as const
 
 import glcnn
 from glcnn.errors import UnsupportedOpError
@@ -24,22 +23,7 @@ X_SHAPE = (1, 3, 8, 10)  # the Conv makes c of (1, 6, 8, 10)
 
 
 def model(tmp_path, nodes, out_shape, inits=(), opset=17, name="m.onnx"):
-    """x -> Conv(3 -> 6) -> `nodes` (reading "c", writing "y"); saved, its path."""
-    w = RNG.standard_normal((6, 3, 3, 3)).astype(np.float32) * 0.3
-    inits = [numpy_helper.from_array(w, "w"), *inits]
-    graph = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), *nodes], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(X_SHAPE))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    path = tmp_path / name
-    onnx.save(m, str(path))
-    return path
-
-
-def const(name, value, dtype=np.int64):
-    return numpy_helper.from_array(np.asarray(value, dtype), name)
+    return conv_then(tmp_path, nodes, out_shape, inits, X_SHAPE, opset, name, RNG)
 
 
 def weights(name, shape, scale=0.3):
@@ -47,18 +31,7 @@ def weights(name, shape, scale=0.3):
 
 
 def check(path):
-    """glcnn.load(path).run(x) against onnxruntime; returns the optimised graph's op types."""
-    x = RNG.standard_normal(X_SHAPE).astype(np.float32)
-    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0]
-    pipe = glcnn.load(path, cache=False)
-    try:
-        y = pipe.run(x)
-        assert y.shape == ref.shape
-        assert_close(y, ref, "fp32", path.name)
-        return [n.op for n in pipe.graph.nodes]
-    finally:
-        pipe.release()
+    return matches_onnxruntime(path, X_SHAPE, RNG)
 
 
 def sequence(transposed=False):

@@ -9,7 +9,6 @@ TF.js from npm at test time (tests/tfjs_cases.py) and fails, never skips, withou
 import json
 import random
 import re
-import shutil
 import subprocess
 import sys
 
@@ -19,6 +18,8 @@ from PIL import Image
 from test_real_models import PHOTOS, fetch
 from tfjs_cases import (
     ROOT,
+    copy_case,
+    edit,
     mutate_json,
     nsfwjs_model,
     relative_error,
@@ -50,17 +51,6 @@ def case(name: str) -> dict:
 
 def load(name: str, **options):
     return tfjs.load(DATA / name / "model.json", **options)
-
-
-def copy_case(name: str, tmp_path):
-    shutil.copytree(DATA / name, tmp_path / name)
-    return tmp_path / name / "model.json"
-
-
-def edit(path, change) -> None:
-    doc = json.loads(path.read_text())
-    change(doc)
-    path.write_text(json.dumps(doc))
 
 
 def tf_node(doc: dict, name: str) -> dict:
@@ -134,7 +124,7 @@ def test_shape_arithmetic_is_folded_and_reshapes_are_free():
 
 # --- bad files --------------------------------------------------------------------------------
 def test_every_unsupported_op_type_is_listed_at_once(tmp_path):
-    path = copy_case("spatial", tmp_path)
+    path = copy_case("spatial", tmp_path, DATA)
 
     def change(doc):
         tf_node(doc, "transpose")["op"] = "SpaceToDepth"
@@ -158,28 +148,28 @@ def test_every_unsupported_op_type_is_listed_at_once(tmp_path):
 def test_unsupported_settings_are_refused_naming_the_node(tmp_path, node_name, key, value,
                                                           message):
     name = "spatial" if node_name == "mirror" else "convs"
-    path = copy_case(name, tmp_path)
+    path = copy_case(name, tmp_path, DATA)
     edit(path, lambda doc: tf_node(doc, node_name)["attr"].__setitem__(key, value))
     with pytest.raises(glcnn.UnsupportedOpError, match=f"node '{node_name}'.*{message}"):
         tfjs.load(path)
 
 
 def test_maximum_of_two_tensors_is_refused(tmp_path):
-    path = copy_case("elementwise", tmp_path)
+    path = copy_case("elementwise", tmp_path, DATA)
     edit(path, lambda doc: tf_node(doc, "max_c").__setitem__("input", ["div_c", "tanh"]))
     with pytest.raises(glcnn.UnsupportedOpError, match=r"node 'max_c' \(Maximum\).*constant"):
         tfjs.load(path)
 
 
 def test_flattening_reshape_is_refused(tmp_path):
-    path = copy_case("classifier", tmp_path)
+    path = copy_case("classifier", tmp_path, DATA)
     edit(path, lambda doc: tf_node(doc, "to_vector").__setitem__("input", ["conv", "target"]))
     with pytest.raises(glcnn.UnsupportedOpError, match=r"node 'to_vector'.*reshaping"):
         tfjs.load(path)
 
 
 def test_a_fold_only_op_on_a_runtime_tensor_is_refused(tmp_path):
-    path = copy_case("classifier", tmp_path)
+    path = copy_case("classifier", tmp_path, DATA)
     edit(path, lambda doc: tf_node(doc, "classes")["input"].__setitem__(0, "fc2"))
     with pytest.raises(glcnn.UnsupportedOpError, match=r"node 'classes' \(StridedSlice\).*"
                                                        "constants"):
@@ -187,7 +177,7 @@ def test_a_fold_only_op_on_a_runtime_tensor_is_refused(tmp_path):
 
 
 def test_missing_const_weight_names_the_node(tmp_path):
-    path = copy_case("convs", tmp_path)
+    path = copy_case("convs", tmp_path, DATA)
     edit(path, lambda doc: doc["weightsManifest"][0]["weights"][0].__setitem__("name", "gone"))
     with pytest.raises(glcnn.WeightError, match=r"node 'conv1/filter' \(Const\)"):
         tfjs.load(path)
@@ -200,14 +190,14 @@ def test_missing_const_weight_names_the_node(tmp_path):
      "two nodes are named 'conv1'"),
 ], ids=["dangling-input", "cycle", "duplicate"])
 def test_malformed_graphs_name_the_file(tmp_path, change, message):
-    path = copy_case("convs", tmp_path)
+    path = copy_case("convs", tmp_path, DATA)
     edit(path, change)
     with pytest.raises(glcnn.ModelFileError, match=f"model.json.*{message}"):
         tfjs.load(path)
 
 
 def test_short_shard_names_the_weight(tmp_path):
-    path = copy_case("convs", tmp_path)
+    path = copy_case("convs", tmp_path, DATA)
     shard = path.parent / "group1-shard1of1.bin"
     shard.write_bytes(shard.read_bytes()[:100])
     with pytest.raises(glcnn.ModelFileError, match="truncated or missing"):
@@ -216,7 +206,7 @@ def test_short_shard_names_the_weight(tmp_path):
 
 @pytest.mark.parametrize("name", ["convs", "classifier"])
 def test_hostile_model_json_raises_only_glcnn_errors(tmp_path, name):
-    path = copy_case(name, tmp_path)
+    path = copy_case(name, tmp_path, DATA)
     original = json.loads(path.read_text())
     for seed in range(40):
         doc = json.loads(json.dumps(original))

@@ -7,7 +7,6 @@ TF.js from npm at test time (tests/tfjs_cases.py) and fail, never skip, without 
 
 import json
 import random
-import shutil
 
 import numpy as np
 import pytest
@@ -16,6 +15,8 @@ from tfjs_cases import (
     DATA,
     ROOT,
     case,
+    copy_case,
+    edit,
     mutate_json,
     relative_error,
     run_graph,
@@ -39,19 +40,6 @@ CASES = ["autoencoder", "dcgan", "mobilenet", "skips", "activations", "quantized
 
 def load(name: str, **options):
     return tfjs.load(DATA / name / "model.json", **options)
-
-
-def copy_case(name: str, tmp_path):
-    """A writable copy of fixture `name`; returns its model.json path."""
-    shutil.copytree(DATA / name, tmp_path / name)
-    return tmp_path / name / "model.json"
-
-
-def edit(path, change) -> None:
-    """Rewrite the JSON file `path` with `change(doc)` applied."""
-    doc = json.loads(path.read_text())
-    change(doc)
-    path.write_text(json.dumps(doc))
 
 
 def layer(doc: dict, name: str) -> dict:

@@ -7,6 +7,7 @@
 const fs = require('fs');
 const path = require('path');
 const tf = require('@tensorflow/tfjs');
+const {dirHandler} = require('./tfjs_files');
 
 // --- attribute values as protobuf JSON ------------------------------------------------------
 const b64 = (text) => Buffer.from(text, 'utf8').toString('base64');
@@ -66,26 +67,8 @@ class GraphBuilder {
 }
 
 // --- loading and running ------------------------------------------------------------------------
-function graphDirHandler(dir) {
-  return {
-    load: async () => {
-      const model = JSON.parse(fs.readFileSync(path.join(dir, 'model.json'), 'utf8'));
-      const buffers = [];
-      const weightSpecs = [];
-      for (const group of model.weightsManifest) {
-        for (const shard of group.paths) buffers.push(fs.readFileSync(path.join(dir, shard)));
-        weightSpecs.push(...group.weights);
-      }
-      const all = Buffer.concat(buffers);
-      return {modelTopology: model.modelTopology, weightSpecs, format: model.format,
-              weightData: all.buffer.slice(all.byteOffset, all.byteOffset + all.length),
-              userDefinedMetadata: model.userDefinedMetadata, signature: model.signature};
-    },
-  };
-}
-
 async function loadGraphDir(dir) {
-  return tf.loadGraphModel(graphDirHandler(dir));
+  return tf.loadGraphModel(dirHandler(dir));
 }
 
 module.exports = {A, GraphBuilder, loadGraphDir};

@@ -62,7 +62,7 @@ function writeModelDir(dir, modelTopology, groups, shardBytes) {
   fs.writeFileSync(path.join(dir, 'model.json'), JSON.stringify(model));
 }
 
-// A TF.js IOHandler reading a model directory the way tf.loadLayersModel reads URLs:
+// A TF.js IOHandler reading a model directory (layers or graph model) the way TF.js reads URLs:
 // every group's shards concatenated in manifest order, then decoded by TF.js itself
 // (including uint8/uint16/float16 dequantization).
 function dirHandler(dir) {
@@ -78,7 +78,8 @@ function dirHandler(dir) {
       const all = Buffer.concat(buffers);
       const weightData = all.buffer.slice(all.byteOffset, all.byteOffset + all.length);
       return {modelTopology: model.modelTopology, weightSpecs, weightData,
-              format: model.format};
+              format: model.format, userDefinedMetadata: model.userDefinedMetadata,
+              signature: model.signature};
     },
   };
 }
@@ -87,4 +88,4 @@ async function loadModelDir(dir) {
   return tf.loadLayersModel(dirHandler(dir));
 }
 
-module.exports = {writeNpy, readNpy, writeTensor, writeModelDir, loadModelDir};
+module.exports = {writeNpy, readNpy, writeTensor, writeModelDir, loadModelDir, dirHandler};
