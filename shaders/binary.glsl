@@ -1,14 +1,14 @@
-// binary.glsl - elementwise Add / Sub / Mul / Div of the input and a second operand.
-// Defines: OP_ADD | OP_SUB | OP_MUL | OP_DIV; OTHER_TENSOR (same shape), OTHER_CHANNEL
-//          ((C,1,1) tensor), OTHER_CONSTANT (per-channel constant in u_params row 0),
+// binary.glsl - elementwise Add / Sub / Mul / Div / Max / Min of the input and a second operand.
+// Defines: OP_ADD | OP_SUB | OP_MUL | OP_DIV | OP_MAX | OP_MIN; OTHER_TENSOR (same shape),
+//          OTHER_CHANNEL ((C,1,1) tensor), OTHER_CONSTANT (per-channel constant in u_params row 0),
 //          OTHER_BROADCAST (two tensors, each axis the output's size or 1 on either side),
 //          OTHER_ATLAS (a constant glcnn-shaped tensor u_const, broadcast likewise);
 //          SWAP (b op a instead of a op b: a constant minus or divided by the input).
 // Uniforms: u_input_shape, u_other_shape, u_const_shape (OTHER_ATLAS).
 // Samplers: u_input, u_other | u_params | u_const.
 
-#if defined(OP_ADD) + defined(OP_SUB) + defined(OP_MUL) + defined(OP_DIV) != 1
-#error binary.glsl needs exactly one of OP_ADD, OP_SUB, OP_MUL and OP_DIV
+#if defined(OP_ADD) + defined(OP_SUB) + defined(OP_MUL) + defined(OP_DIV) + defined(OP_MAX) + defined(OP_MIN) != 1
+#error binary.glsl needs exactly one of OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX and OP_MIN
 #endif
 #if defined(OTHER_TENSOR) + defined(OTHER_CHANNEL) + defined(OTHER_CONSTANT) + defined(OTHER_BROADCAST) + defined(OTHER_ATLAS) != 1
 #error binary.glsl needs exactly one of OTHER_TENSOR, OTHER_CHANNEL, OTHER_CONSTANT, OTHER_BROADCAST and OTHER_ATLAS
@@ -86,6 +86,10 @@ vec4 compute(int slice, int y, int x) {
     return a - b;
 #elif defined(OP_MUL)
     return a * b;
+#elif defined(OP_MAX)
+    return max(a, b);
+#elif defined(OP_MIN)
+    return min(a, b);
 #else
     return divide(a, b);
 #endif

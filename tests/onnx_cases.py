@@ -19,7 +19,8 @@ from onnx import numpy_helper
 DATA = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
 
 # Input slots that carry activations; every other slot of every op is a parameter.
-DATA_SLOTS = {"Add": None, "Mul": None, "Sub": None, "Div": None, "Concat": None, "Sum": None}
+DATA_SLOTS = {"Add": None, "Mul": None, "Sub": None, "Div": None, "Concat": None, "Sum": None,
+              "Max": None, "Min": None}
 
 
 def case_names() -> list[str]:

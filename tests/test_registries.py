@@ -64,6 +64,7 @@ EXCEPTIONS = {
     ("Split", ONNX): _MOVE + " per output",
     ("Expand", ONNX): _MOVE + " (stride 0 along the broadcast axes)",
     ("Tile", ONNX): _MOVE + " (each axis read as (repeat, size))",
+    ("SpaceToDepth", ONNX): _MOVE + " (the view (b, b, C, H/b, W/b))",
 }
 # The TF.js importer itself (glcnn/importers/tfjs.py), outside any converter, emits a Gemm
 # reordering a flattened vector into glcnn's order and a Mul copying an output.

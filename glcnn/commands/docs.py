@@ -24,6 +24,9 @@ NOTES = {
     "Mul": "as Add (same shape, (C,1,1), per channel, or any per-axis broadcast)",
     "Div": "as Mul; x / 0 = ±Inf by the sign of x, 0 / 0 = 0 (no NaN: GLSL 3.30 has none); "
            "ONNX division by a constant becomes a Mul",
+    "Max": "as Add (two tensors or a tensor and a constant, any per-axis broadcast); own pass, "
+           "never fused; ONNX Max of exactly 2 inputs",
+    "Min": "as Max",
     "Sqrt": "own pass; sqrt(max(x, 0)): 0 where ONNX gives NaN",
     "Erf": "own pass; polynomial, ≤ 2e-7 relative (PyTorch's GELU export runs)",
     "Pow": "own pass; constant scalar exponent; x² exact, integers ≤ 16 as products; a non-integer "

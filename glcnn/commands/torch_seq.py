@@ -36,7 +36,8 @@ def _divide(a, b):
     return torch.where(zero_b, torch.where(zero_a, torch.zeros_like(q), inf), q)
 
 
-_BINARY = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": _divide}
+_BINARY = {"Add": torch.add, "Sub": torch.sub, "Mul": torch.mul, "Div": _divide,
+           "Max": torch.maximum, "Min": torch.minimum}
 
 
 @builds(*_BINARY)

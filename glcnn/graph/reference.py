@@ -65,7 +65,7 @@ def evaluates(*op_types):
 
 
 def _operand(node, values):
-    """Second operand of Add/Sub/Mul/Div: a tensor input, or a constant weight: per channel,
+    """Second operand of Add/Sub/Mul/Div/Max/Min: a tensor input, or a constant weight: per channel,
     or a glcnn-shaped (C, H, W) array (numpy broadcasting either way)."""
     if len(node.inputs) >= 2 and not node.attrs.get("residual"):
         return values[node.inputs[1]]
@@ -132,6 +132,16 @@ def _sub_node(node, values):
 @evaluates("Div")
 def _div_node(node, values):
     return divide(*_operands(node, values))
+
+
+@evaluates("Max")
+def _max_node(node, values):
+    return np.maximum(*_operands(node, values))
+
+
+@evaluates("Min")
+def _min_node(node, values):
+    return np.minimum(*_operands(node, values))
 
 
 @evaluates("Sqrt")

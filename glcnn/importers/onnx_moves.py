@@ -1,7 +1,7 @@
 """Converters of the ONNX ops that only move elements: Reshape, Flatten, Squeeze, Unsqueeze,
-Transpose, Slice, Gather, Split, Expand, Tile. Each describes its output as a view of its
-input (`onnx_layout`: dims, strides into the input's ONNX flat index, offset), which is no
-pass at all when nothing moves, else one glcnn Rearrange.
+Transpose, Slice, Gather, Split, Expand, Tile, SpaceToDepth. Each describes its output as a
+view of its input (`onnx_layout`: dims, strides into the input's ONNX flat index, offset),
+which is no pass at all when nothing moves, else one glcnn Rearrange.
 """
 
 import math
@@ -186,3 +186,20 @@ def _tile(imp, node, attrs):
         view_strides += [0, s]
     rearrange(imp, node, imp.act(node, 0), name, view_dims, view_strides, 0, False,
                out_dims=out)
+
+
+@converts("SpaceToDepth", needs="Rearrange")
+def _space_to_depth(imp, node, attrs):
+    """(1, C, H, W) -> (1, C·b·b, H/b, W/b), channel (by·b + bx)·C + c reading
+    x[c, y·b + by, x·b + bx]: the view (b, b, C, H/b, W/b) with strides (W, 1, H·W, b·W, b)."""
+    dims = list(imp.shape(node.input[0]))
+    b = int(attrs.get("blocksize", 0))
+    if len(dims) != 4 or b < 1:
+        fail(imp, node, f"needs a rank-4 input and blocksize >= 1 (got {dims_text(dims)}, "
+                        f"blocksize={b})")
+    _, c, h, w = dims
+    if h % b or w % b:
+        fail(imp, node, f"input height {h} and width {w} must be multiples of blocksize {b}")
+    out = [1, c * b * b, h // b, w // b]
+    rearrange(imp, node, imp.act(node, 0), node.input[0], [1, b, b, c, h // b, w // b],
+              [0, w, 1, h * w, b * w, b], 0, False, out_dims=out)

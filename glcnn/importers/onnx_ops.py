@@ -235,6 +235,16 @@ def _div(imp, node, attrs):
         _binary(imp, node, "Div")
 
 
+@converts("Max", "Min")
+def _max_min(imp, node, attrs):
+    """Elementwise max / min of exactly two operands: two tensors (broadcast as Add), or a
+    tensor and a constant of any broadcastable shape."""
+    if len(node.input) != 2 or not all(node.input):
+        fail(imp, node, f"has {len(node.input)} inputs; only {node.op_type} of exactly 2 inputs "
+                        "(two tensors, or a tensor and a constant) is supported")
+    _binary(imp, node, node.op_type)
+
+
 # --- unary math ---------------------------------------------------------------------------
 @converts("Sqrt", "Erf")
 def _unary(imp, node, attrs):

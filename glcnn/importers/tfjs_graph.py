@@ -54,7 +54,7 @@ from .tfjs_weights import read_weights
 
 MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
              ZeroDivisionError)
-EXPLAIN = {"SpaceToDepth": "glcnn has no SpaceToDepth op",
+EXPLAIN = {"SpaceToDepth": "TF.js 4.22 runs no SpaceToDepth op",
            "Swish": "TF.js runs no Swish op; converted graphs carry x·Sigmoid(x)",
            "HardSwish": "TF.js runs no HardSwish op"}
 

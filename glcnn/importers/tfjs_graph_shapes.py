@@ -34,9 +34,13 @@ def _binary(imp, node, args):
     return imp.emit(node, op, [x.name], swap, {"B": imp.operand(node, c, x)}, rank=x.rank)
 
 
-@converts("Maximum", "Minimum", "ClipByValue", emits=("Clip",),
-          note="with a constant scalar: Clip")
+@converts("Maximum", "Minimum", "ClipByValue", emits=("Clip", "Max", "Min"),
+          note="two tensors (broadcast as Add): Max / Min; with a constant scalar: Clip")
 def _clip(imp, node, args):
+    if node.op in ("Maximum", "Minimum") and all(isinstance(a, Act) for a in args):
+        a, b = args
+        shape = imp.broadcast(node, a.shape, b.shape)
+        return imp.emit(node, node.op[:3], [a.name, b.name], {}, {}, rank=len(shape))
     x = imp.act(node, args[0])
     bounds = [imp.scalar(node, v, "bound") for v in args[1:]]
     attrs = {"Maximum": {"min": bounds[0]}, "Minimum": {"max": bounds[0]}}.get(

@@ -1,4 +1,4 @@
-"""Add, Sub, Mul and Div of two tensors, or of a tensor and a constant, with broadcasting
+"""Add, Sub, Mul, Div, Max and Min of two tensors, or of a tensor and a constant, with broadcasting
 on glcnn shapes (numpy's rule per axis of (C, H, W): sizes equal, or 1 on one side).
 
 | form                          | second operand                                   |
@@ -15,7 +15,8 @@ on glcnn shapes (numpy's rule per axis of (C, H, W): sizes equal, or 1 on one si
 |-----------|---------|------------------------------------------------------------------|
 | swap      | 0       | 1: b ⊖ a instead of a ⊖ b (Sub, Div: a constant minus or over x) |
 
-y = a + b, a − b, a · b or a / b (with swap: b + a, b − a, b · a, b / a). The first three
+y = a + b, a − b, a · b, a / b, max(a, b) or min(a, b) (with swap: b + a, b − a, b · a,
+b / a; Max and Min are symmetric). The first three
 forms are the fast paths (no broadcasting arithmetic in the shader). ONNX Sub and Div with a
 constant first operand: c − x is a Sub with swap (as c / x is a Div with swap), which is what
 glcnn/importers/onnx_ops.py emits.
@@ -34,7 +35,8 @@ which GLSL 3.30 need not produce, hence 0 there. The sign of a zero divisor is i
 gives 1 / −0 = −Inf). In u8 storage an infinite result clamps to its channel's calibrated range.
 
 Weights: B (optional, as above). An Add whose other input is a Conv's only consumer is
-fused into that conv by `glcnn.graph.passes.fuse_residual_add` and never runs as its own pass.
+fused into that conv by `glcnn.graph.passes.fuse_residual_add` and never runs as its own pass
+(Max and Min never fuse so: they always run as their own pass).
 """
 
 import numpy as np
@@ -52,7 +54,7 @@ def broadcast_shape(a: tuple, b: tuple) -> tuple | None:
     return tuple(max(m, n) for m, n in zip(a, b))
 
 
-@register("Add", "Sub", "Mul", "Div")
+@register("Add", "Sub", "Mul", "Div", "Max", "Min")
 class Binary(Op):
     shader = "binary.glsl"
 

@@ -53,30 +53,35 @@ _CASES_BY_REASON = {
         test_clip_default_inbounds test_clip_default_inbounds_expanded test_clip_example
         test_clip_inbounds test_clip_min_greater_than_max test_clip_outbounds
         test_clip_splitbounds test_concat_1d_axis_0 test_concat_1d_axis_negative_1
-        test_div_example test_dropout_default_old test_elu_example test_gather_negative_indices
-        test_hardsigmoid_example test_leakyrelu_example test_matmul_1d_1d test_matmul_1d_3d
-        test_mul_example test_pow_bcast_scalar test_pow_example test_pow_types_float32_int32
-        test_pow_types_float32_int64 test_pow_types_float32_uint32 test_pow_types_float32_uint64
-        test_sigmoid_example test_split_1d_uneven_split_opset18
-        test_split_equal_parts_1d_opset13 test_split_equal_parts_1d_opset18
-        test_split_equal_parts_default_axis_opset13 test_split_equal_parts_default_axis_opset18
-        test_split_variable_parts_1d_opset13 test_split_variable_parts_1d_opset18
-        test_split_variable_parts_default_axis_opset13
+        test_div_example test_dropout_default_old test_elu_example
+        test_gather_negative_indices test_hardsigmoid_example test_leakyrelu_example
+        test_matmul_1d_1d test_matmul_1d_3d test_max_example test_max_float32
+        test_max_one_input test_max_two_inputs test_min_example test_min_float32
+        test_min_one_input test_min_two_inputs test_mul_example test_pow_bcast_scalar
+        test_pow_example test_pow_types_float32_int32 test_pow_types_float32_int64
+        test_pow_types_float32_uint32 test_pow_types_float32_uint64 test_sigmoid_example
+        test_split_1d_uneven_split_opset18 test_split_equal_parts_1d_opset13
+        test_split_equal_parts_1d_opset18 test_split_equal_parts_default_axis_opset13
+        test_split_equal_parts_default_axis_opset18 test_split_variable_parts_1d_opset13
+        test_split_variable_parts_1d_opset18 test_split_variable_parts_default_axis_opset13
         test_split_variable_parts_default_axis_opset18 test_split_zero_size_splits_opset13
-        test_split_zero_size_splits_opset18 test_sqrt_example test_sub_example test_tanh_example
+        test_split_zero_size_splits_opset18 test_sqrt_example test_sub_example
+        test_tanh_example
     """,
     BATCH: """
         test_add test_add_bcast test_batchnorm_epsilon test_batchnorm_epsilon_training_mode
-        test_batchnorm_example test_batchnorm_example_training_mode test_cast_FLOAT_to_BFLOAT16
-        test_cast_FLOAT_to_DOUBLE test_cast_FLOAT_to_FLOAT16 test_cast_FLOAT_to_FLOAT4E2M1
-        test_cast_FLOAT_to_FLOAT8E4M3FN test_cast_FLOAT_to_FLOAT8E4M3FNUZ
-        test_cast_FLOAT_to_FLOAT8E5M2 test_cast_FLOAT_to_FLOAT8E5M2FNUZ test_cast_FLOAT_to_INT2
-        test_cast_FLOAT_to_INT4 test_cast_FLOAT_to_UINT2 test_cast_FLOAT_to_UINT4
-        test_cast_e8m0_FLOAT_to_FLOAT8E8M0 test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FN
-        test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ test_cast_no_saturate_FLOAT_to_FLOAT8E5M2
-        test_cast_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ test_castlike_FLOAT_to_BFLOAT16_expanded
-        test_castlike_FLOAT_to_DOUBLE_expanded test_castlike_FLOAT_to_FLOAT16_expanded
-        test_castlike_FLOAT_to_FLOAT4E2M1_expanded
+        test_batchnorm_example test_batchnorm_example_training_mode
+        test_cast_FLOAT_to_BFLOAT16 test_cast_FLOAT_to_DOUBLE test_cast_FLOAT_to_FLOAT16
+        test_cast_FLOAT_to_FLOAT4E2M1 test_cast_FLOAT_to_FLOAT8E4M3FN
+        test_cast_FLOAT_to_FLOAT8E4M3FNUZ test_cast_FLOAT_to_FLOAT8E5M2
+        test_cast_FLOAT_to_FLOAT8E5M2FNUZ test_cast_FLOAT_to_INT2 test_cast_FLOAT_to_INT4
+        test_cast_FLOAT_to_UINT2 test_cast_FLOAT_to_UINT4 test_cast_e8m0_FLOAT_to_FLOAT8E8M0
+        test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FN
+        test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ
+        test_cast_no_saturate_FLOAT_to_FLOAT8E5M2
+        test_cast_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ
+        test_castlike_FLOAT_to_BFLOAT16_expanded test_castlike_FLOAT_to_DOUBLE_expanded
+        test_castlike_FLOAT_to_FLOAT16_expanded test_castlike_FLOAT_to_FLOAT4E2M1_expanded
         test_castlike_FLOAT_to_FLOAT8E4M3FNUZ_expanded
         test_castlike_FLOAT_to_FLOAT8E4M3FN_expanded
         test_castlike_FLOAT_to_FLOAT8E5M2FNUZ_expanded
@@ -86,45 +91,50 @@ _CASES_BY_REASON = {
         test_castlike_no_saturate_FLOAT_to_FLOAT8E4M3FNUZ_expanded
         test_castlike_no_saturate_FLOAT_to_FLOAT8E4M3FN_expanded
         test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2FNUZ_expanded
-        test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2_expanded test_clip test_clip_default_max
-        test_clip_default_min test_concat_2d_axis_0 test_concat_2d_axis_1
-        test_concat_2d_axis_negative_1 test_concat_2d_axis_negative_2 test_concat_3d_axis_0
-        test_concat_3d_axis_1 test_concat_3d_axis_2 test_concat_3d_axis_negative_1
-        test_concat_3d_axis_negative_2 test_concat_3d_axis_negative_3
-        test_convtranspose_group_2_image_3 test_div test_div_bcast test_dropout_default
-        test_dropout_default_mask test_dropout_default_mask_ratio test_dropout_default_ratio
-        test_dropout_random_old test_elu test_elu_default test_expand_dim_changed
-        test_expand_dim_unchanged test_flatten_axis0 test_flatten_axis1 test_flatten_axis2
-        test_flatten_axis3 test_flatten_default_axis test_flatten_negative_axis1
-        test_flatten_negative_axis2 test_flatten_negative_axis3 test_flatten_negative_axis4
-        test_gather_0 test_gather_1 test_gather_2d_indices test_gemm_all_attributes
-        test_gemm_alpha test_gemm_beta test_gemm_default_matrix_bias test_gemm_default_no_bias
+        test_castlike_no_saturate_FLOAT_to_FLOAT8E5M2_expanded test_clip
+        test_clip_default_max test_clip_default_min test_concat_2d_axis_0
+        test_concat_2d_axis_1 test_concat_2d_axis_negative_1 test_concat_2d_axis_negative_2
+        test_concat_3d_axis_0 test_concat_3d_axis_1 test_concat_3d_axis_2
+        test_concat_3d_axis_negative_1 test_concat_3d_axis_negative_2
+        test_concat_3d_axis_negative_3 test_convtranspose_group_2_image_3 test_div
+        test_div_bcast test_dropout_default test_dropout_default_mask
+        test_dropout_default_mask_ratio test_dropout_default_ratio test_dropout_random_old
+        test_elu test_elu_default test_expand_dim_changed test_expand_dim_unchanged
+        test_flatten_axis0 test_flatten_axis1 test_flatten_axis2 test_flatten_axis3
+        test_flatten_default_axis test_flatten_negative_axis1 test_flatten_negative_axis2
+        test_flatten_negative_axis3 test_flatten_negative_axis4 test_gather_0 test_gather_1
+        test_gather_2d_indices test_gemm_all_attributes test_gemm_alpha test_gemm_beta
+        test_gemm_default_matrix_bias test_gemm_default_no_bias
         test_gemm_default_scalar_bias test_gemm_default_single_elem_vector_bias
         test_gemm_default_vector_bias test_gemm_default_zero_bias test_gemm_transposeA
         test_gemm_transposeB test_hardsigmoid test_hardsigmoid_default test_hardswish
         test_hardswish_expanded test_instancenorm_epsilon test_layer_normalization_2d_axis0
         test_layer_normalization_2d_axis1 test_layer_normalization_2d_axis_negative_1
-        test_layer_normalization_2d_axis_negative_2 test_layer_normalization_3d_axis0_epsilon
-        test_layer_normalization_3d_axis1_epsilon test_layer_normalization_3d_axis2_epsilon
+        test_layer_normalization_2d_axis_negative_2
+        test_layer_normalization_3d_axis0_epsilon test_layer_normalization_3d_axis1_epsilon
+        test_layer_normalization_3d_axis2_epsilon
         test_layer_normalization_3d_axis_negative_1_epsilon
         test_layer_normalization_3d_axis_negative_2_epsilon
-        test_layer_normalization_3d_axis_negative_3_epsilon test_layer_normalization_4d_axis0
-        test_layer_normalization_4d_axis1 test_layer_normalization_4d_axis2
-        test_layer_normalization_4d_axis3 test_layer_normalization_4d_axis_negative_1
-        test_layer_normalization_4d_axis_negative_2 test_layer_normalization_4d_axis_negative_3
+        test_layer_normalization_3d_axis_negative_3_epsilon
+        test_layer_normalization_4d_axis0 test_layer_normalization_4d_axis1
+        test_layer_normalization_4d_axis2 test_layer_normalization_4d_axis3
+        test_layer_normalization_4d_axis_negative_1
+        test_layer_normalization_4d_axis_negative_2
+        test_layer_normalization_4d_axis_negative_3
         test_layer_normalization_4d_axis_negative_4 test_layer_normalization_default_axis
-        test_leakyrelu test_leakyrelu_default test_matmul_2d test_matmul_3d test_matmul_bcast
-        test_mul test_mul_bcast test_pow test_pow_bcast_array test_prelu_broadcast
-        test_prelu_example test_reduce_max_default_axes_keepdim_example
+        test_leakyrelu test_leakyrelu_default test_matmul_2d test_matmul_3d
+        test_matmul_bcast test_mul test_mul_bcast test_pow test_pow_bcast_array
+        test_prelu_broadcast test_prelu_example test_reduce_max_default_axes_keepdim_example
         test_reduce_max_default_axes_keepdims_random test_reduce_max_do_not_keepdims_example
         test_reduce_max_do_not_keepdims_random test_reduce_max_empty_set
         test_reduce_max_keepdims_example test_reduce_max_keepdims_random
         test_reduce_max_negative_axes_keepdims_example
         test_reduce_max_negative_axes_keepdims_random
         test_reduce_mean_default_axes_keepdims_example
-        test_reduce_mean_default_axes_keepdims_random test_reduce_mean_do_not_keepdims_example
-        test_reduce_mean_do_not_keepdims_random test_reduce_mean_keepdims_example
-        test_reduce_mean_keepdims_random test_reduce_mean_negative_axes_keepdims_example
+        test_reduce_mean_default_axes_keepdims_random
+        test_reduce_mean_do_not_keepdims_example test_reduce_mean_do_not_keepdims_random
+        test_reduce_mean_keepdims_example test_reduce_mean_keepdims_random
+        test_reduce_mean_negative_axes_keepdims_example
         test_reduce_mean_negative_axes_keepdims_random
         test_reduce_sum_default_axes_keepdims_example
         test_reduce_sum_default_axes_keepdims_random test_reduce_sum_do_not_keepdims_example
@@ -142,15 +152,16 @@ _CASES_BY_REASON = {
         test_reduce_sum_square_keepdims_random_expanded
         test_reduce_sum_square_negative_axes_keepdims_example_expanded
         test_reduce_sum_square_negative_axes_keepdims_random_expanded test_relu
-        test_reshape_allowzero_reordered test_reshape_extended_dims test_reshape_negative_dim
-        test_reshape_negative_extended_dims test_reshape_one_dim test_reshape_reduced_dims
-        test_reshape_reordered_all_dims test_reshape_reordered_last_dims
-        test_reshape_zero_and_negative_dim test_reshape_zero_dim test_sigmoid test_slice
-        test_slice_default_axes test_slice_default_steps test_slice_end_out_of_bounds
-        test_slice_neg test_slice_neg_steps test_slice_negative_axes
-        test_slice_start_out_of_bounds test_softmax_axis_0 test_softmax_axis_1
-        test_softmax_axis_2 test_softmax_default_axis test_softmax_large_number
-        test_softmax_negative_axis test_split_2d_uneven_split_opset18 test_split_equal_parts_2d
+        test_reshape_allowzero_reordered test_reshape_extended_dims
+        test_reshape_negative_dim test_reshape_negative_extended_dims test_reshape_one_dim
+        test_reshape_reduced_dims test_reshape_reordered_all_dims
+        test_reshape_reordered_last_dims test_reshape_zero_and_negative_dim
+        test_reshape_zero_dim test_sigmoid test_slice test_slice_default_axes
+        test_slice_default_steps test_slice_end_out_of_bounds test_slice_neg
+        test_slice_neg_steps test_slice_negative_axes test_slice_start_out_of_bounds
+        test_softmax_axis_0 test_softmax_axis_1 test_softmax_axis_2
+        test_softmax_default_axis test_softmax_large_number test_softmax_negative_axis
+        test_spacetodepth test_split_2d_uneven_split_opset18 test_split_equal_parts_2d
         test_split_equal_parts_2d_opset13 test_split_variable_parts_2d_opset13
         test_split_variable_parts_2d_opset18 test_sqrt test_squeeze test_sub test_sub_bcast
         test_tanh test_tile test_tile_precomputed test_training_dropout
@@ -169,56 +180,64 @@ _CASES_BY_REASON = {
         test_cast_DOUBLE_to_FLOAT16 test_cast_FLOAT16_to_DOUBLE test_cast_FLOAT16_to_FLOAT
         test_cast_FLOAT16_to_FLOAT4E2M1 test_cast_FLOAT16_to_FLOAT8E4M3FN
         test_cast_FLOAT16_to_FLOAT8E4M3FNUZ test_cast_FLOAT16_to_FLOAT8E5M2
-        test_cast_FLOAT16_to_FLOAT8E5M2FNUZ test_cast_FLOAT16_to_INT2 test_cast_FLOAT16_to_INT4
-        test_cast_FLOAT16_to_UINT2 test_cast_FLOAT16_to_UINT4 test_cast_FLOAT4E2M1_to_FLOAT
-        test_cast_FLOAT4E2M1_to_FLOAT16 test_cast_FLOAT8E4M3FNUZ_to_FLOAT
-        test_cast_FLOAT8E4M3FNUZ_to_FLOAT16 test_cast_FLOAT8E4M3FN_to_FLOAT
-        test_cast_FLOAT8E4M3FN_to_FLOAT16 test_cast_FLOAT8E5M2FNUZ_to_FLOAT
-        test_cast_FLOAT8E5M2FNUZ_to_FLOAT16 test_cast_FLOAT8E5M2_to_FLOAT
-        test_cast_FLOAT8E5M2_to_FLOAT16 test_cast_INT2_to_FLOAT test_cast_INT2_to_FLOAT16
-        test_cast_INT2_to_INT8 test_cast_INT4_to_FLOAT test_cast_INT4_to_FLOAT16
-        test_cast_INT4_to_INT8 test_cast_UINT2_to_FLOAT test_cast_UINT2_to_FLOAT16
-        test_cast_UINT2_to_UINT8 test_cast_UINT4_to_FLOAT test_cast_UINT4_to_FLOAT16
-        test_cast_UINT4_to_UINT8 test_cast_e8m0_FLOAT16_to_FLOAT8E8M0
-        test_cast_e8m0_FLOAT8E8M0_to_FLOAT test_cast_e8m0_FLOAT8E8M0_to_FLOAT16
-        test_cast_no_saturate_FLOAT16_to_FLOAT8E4M3FN
+        test_cast_FLOAT16_to_FLOAT8E5M2FNUZ test_cast_FLOAT16_to_INT2
+        test_cast_FLOAT16_to_INT4 test_cast_FLOAT16_to_UINT2 test_cast_FLOAT16_to_UINT4
+        test_cast_FLOAT4E2M1_to_FLOAT test_cast_FLOAT4E2M1_to_FLOAT16
+        test_cast_FLOAT8E4M3FNUZ_to_FLOAT test_cast_FLOAT8E4M3FNUZ_to_FLOAT16
+        test_cast_FLOAT8E4M3FN_to_FLOAT test_cast_FLOAT8E4M3FN_to_FLOAT16
+        test_cast_FLOAT8E5M2FNUZ_to_FLOAT test_cast_FLOAT8E5M2FNUZ_to_FLOAT16
+        test_cast_FLOAT8E5M2_to_FLOAT test_cast_FLOAT8E5M2_to_FLOAT16
+        test_cast_INT2_to_FLOAT test_cast_INT2_to_FLOAT16 test_cast_INT2_to_INT8
+        test_cast_INT4_to_FLOAT test_cast_INT4_to_FLOAT16 test_cast_INT4_to_INT8
+        test_cast_UINT2_to_FLOAT test_cast_UINT2_to_FLOAT16 test_cast_UINT2_to_UINT8
+        test_cast_UINT4_to_FLOAT test_cast_UINT4_to_FLOAT16 test_cast_UINT4_to_UINT8
+        test_cast_e8m0_FLOAT16_to_FLOAT8E8M0 test_cast_e8m0_FLOAT8E8M0_to_FLOAT
+        test_cast_e8m0_FLOAT8E8M0_to_FLOAT16 test_cast_no_saturate_FLOAT16_to_FLOAT8E4M3FN
         test_cast_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ
         test_cast_no_saturate_FLOAT16_to_FLOAT8E5M2
-        test_cast_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ test_castlike_BFLOAT16_to_FLOAT_expanded
-        test_castlike_DOUBLE_to_FLOAT16_expanded test_castlike_DOUBLE_to_FLOAT_expanded
-        test_castlike_FLOAT16_to_DOUBLE_expanded test_castlike_FLOAT16_to_FLOAT4E2M1_expanded
+        test_cast_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ
+        test_castlike_BFLOAT16_to_FLOAT_expanded test_castlike_DOUBLE_to_FLOAT16_expanded
+        test_castlike_DOUBLE_to_FLOAT_expanded test_castlike_FLOAT16_to_DOUBLE_expanded
+        test_castlike_FLOAT16_to_FLOAT4E2M1_expanded
         test_castlike_FLOAT16_to_FLOAT8E4M3FNUZ_expanded
         test_castlike_FLOAT16_to_FLOAT8E4M3FN_expanded
         test_castlike_FLOAT16_to_FLOAT8E5M2FNUZ_expanded
         test_castlike_FLOAT16_to_FLOAT8E5M2_expanded test_castlike_FLOAT16_to_FLOAT_expanded
         test_castlike_FLOAT16_to_INT2_expanded test_castlike_FLOAT16_to_INT4_expanded
         test_castlike_FLOAT16_to_UINT2_expanded test_castlike_FLOAT16_to_UINT4_expanded
-        test_castlike_FLOAT4E2M1_to_FLOAT16_expanded test_castlike_FLOAT4E2M1_to_FLOAT_expanded
+        test_castlike_FLOAT4E2M1_to_FLOAT16_expanded
+        test_castlike_FLOAT4E2M1_to_FLOAT_expanded
         test_castlike_FLOAT8E4M3FNUZ_to_FLOAT16_expanded
         test_castlike_FLOAT8E4M3FNUZ_to_FLOAT_expanded
         test_castlike_FLOAT8E4M3FN_to_FLOAT16_expanded
         test_castlike_FLOAT8E4M3FN_to_FLOAT_expanded
         test_castlike_FLOAT8E5M2FNUZ_to_FLOAT16_expanded
         test_castlike_FLOAT8E5M2FNUZ_to_FLOAT_expanded
-        test_castlike_FLOAT8E5M2_to_FLOAT16_expanded test_castlike_FLOAT8E5M2_to_FLOAT_expanded
-        test_castlike_INT2_to_FLOAT16_expanded test_castlike_INT2_to_FLOAT_expanded
-        test_castlike_INT2_to_INT8_expanded test_castlike_INT4_to_FLOAT16_expanded
-        test_castlike_INT4_to_FLOAT_expanded test_castlike_INT4_to_INT8_expanded
-        test_castlike_UINT2_to_FLOAT16_expanded test_castlike_UINT2_to_FLOAT_expanded
-        test_castlike_UINT2_to_UINT8_expanded test_castlike_UINT4_to_FLOAT16_expanded
-        test_castlike_UINT4_to_FLOAT_expanded test_castlike_UINT4_to_UINT8_expanded
+        test_castlike_FLOAT8E5M2_to_FLOAT16_expanded
+        test_castlike_FLOAT8E5M2_to_FLOAT_expanded test_castlike_INT2_to_FLOAT16_expanded
+        test_castlike_INT2_to_FLOAT_expanded test_castlike_INT2_to_INT8_expanded
+        test_castlike_INT4_to_FLOAT16_expanded test_castlike_INT4_to_FLOAT_expanded
+        test_castlike_INT4_to_INT8_expanded test_castlike_UINT2_to_FLOAT16_expanded
+        test_castlike_UINT2_to_FLOAT_expanded test_castlike_UINT2_to_UINT8_expanded
+        test_castlike_UINT4_to_FLOAT16_expanded test_castlike_UINT4_to_FLOAT_expanded
+        test_castlike_UINT4_to_UINT8_expanded
         test_castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ_expanded
         test_castlike_no_saturate_FLOAT16_to_FLOAT8E4M3FN_expanded
         test_castlike_no_saturate_FLOAT16_to_FLOAT8E5M2FNUZ_expanded
-        test_castlike_no_saturate_FLOAT16_to_FLOAT8E5M2_expanded test_clip_default_int8_inbounds
-        test_clip_default_int8_inbounds_expanded test_clip_default_int8_max
-        test_clip_default_int8_min test_div_int16 test_div_int32_trunc test_div_int8
-        test_div_uint16 test_div_uint32 test_div_uint64 test_div_uint8 test_edge_pad
-        test_maxpool_2d_uint8 test_mul_int16 test_mul_int8 test_mul_uint16 test_mul_uint32
-        test_mul_uint64 test_mul_uint8 test_pow_types_int32_float32 test_pow_types_int32_int32
-        test_pow_types_int64_float32 test_pow_types_int64_int64 test_reduce_max_bool_inputs
-        test_reflect_pad test_sub_int16 test_sub_int8 test_sub_uint16 test_sub_uint32
-        test_sub_uint64 test_sub_uint8 test_wrap_pad
+        test_castlike_no_saturate_FLOAT16_to_FLOAT8E5M2_expanded
+        test_clip_default_int8_inbounds test_clip_default_int8_inbounds_expanded
+        test_clip_default_int8_max test_clip_default_int8_min test_div_int16
+        test_div_int32_trunc test_div_int8 test_div_uint16 test_div_uint32 test_div_uint64
+        test_div_uint8 test_edge_pad test_max_float16 test_max_float64 test_max_int16
+        test_max_int32 test_max_int64 test_max_int8 test_max_uint16 test_max_uint32
+        test_max_uint64 test_max_uint8 test_maxpool_2d_uint8 test_min_float16
+        test_min_float64 test_min_int16 test_min_int32 test_min_int64 test_min_int8
+        test_min_uint16 test_min_uint32 test_min_uint64 test_min_uint8 test_mul_int16
+        test_mul_int8 test_mul_uint16 test_mul_uint32 test_mul_uint64 test_mul_uint8
+        test_pow_types_int32_float32 test_pow_types_int32_int32 test_pow_types_int64_float32
+        test_pow_types_int64_int64 test_reduce_max_bool_inputs test_reflect_pad
+        test_sub_int16 test_sub_int8 test_sub_uint16 test_sub_uint32 test_sub_uint64
+        test_sub_uint8 test_wrap_pad
     """,
     NOT_TENSOR: """
         test_identity_opt test_identity_sequence

@@ -129,3 +129,56 @@ def test_tile_repeats_each_axis(tmp_path):
     """Tile (1, 6, 8, 10) by (1, 2, 1, 3): whole-tensor repeats along C and W."""
     nodes = [helper.make_node("Tile", ["c", "r"], ["y"])]
     check(model(tmp_path, nodes, [1, 12, 8, 30], [const("r", [1, 2, 1, 3])]))
+
+
+@pytest.mark.parametrize(("block", "x_shape"), [(2, (1, 3, 8, 10)), (3, (1, 2, 9, 6)),
+                                                (4, (1, 1, 8, 12))], ids=["b2", "b3", "b4"])
+def test_space_to_depth(tmp_path, block, x_shape):
+    """SpaceToDepth: channel (by·b + bx)·C + c of the output reads c at (y·b + by, x·b + bx),
+    one Rearrange; after it a Conv mixes the channels so a wrong order shows."""
+    _, c, h, w = x_shape
+    c += 3  # conv_then's Conv widens C by 3
+    out_c = c * block * block
+    mix = RNG.standard_normal((5, out_c, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("SpaceToDepth", ["c"], ["s"], blocksize=block),
+             helper.make_node("Conv", ["s", "mix"], ["y"])]
+    ops = check(model(tmp_path, nodes, [1, 5, h // block, w // block],
+                      [numpy_helper.from_array(mix, "mix")], x_shape), x_shape)
+    assert ops.count("Rearrange") == 1
+
+
+def test_space_to_depth_needs_divisible_sizes(tmp_path):
+    nodes = [helper.make_node("SpaceToDepth", ["c"], ["y"], blocksize=3)]
+    path = model(tmp_path, nodes, [1, 54, 2, 3])
+    with pytest.raises(UnsupportedOpError, match=r"SpaceToDepth.*height 8 and width 10 must be "
+                                                 r"multiples of blocksize 3"):
+        onnx_importer.load(path)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize("form", ["tensors", "broadcast", "constant", "constant-first"])
+def test_max_min_of_two(tmp_path, op, form):
+    """Max / Min of two tensors (same shape, or a (1, C, 1, W) one broadcast), or of a
+    tensor and a constant (either side): the glcnn Max / Min, no Clip."""
+    inits, second = [], "c"
+    nodes = []
+    if form == "tensors":
+        nodes.append(helper.make_node("Tanh", ["c"], ["n"]))
+        second = "n"
+    elif form == "broadcast":
+        nodes.append(helper.make_node("ReduceMean", ["c"], ["n"], axes=[2], keepdims=1))
+        second = "n"
+    else:
+        k = RNG.standard_normal((1, 6, 1, 10)).astype(np.float32)
+        inits.append(numpy_helper.from_array(k, "k"))
+        second = "k"
+    pair = [second, "c"] if form == "constant-first" else ["c", second]
+    nodes.append(helper.make_node(op, pair, ["y"]))
+    ops = check(model(tmp_path, nodes, [1, 6, 8, 10], inits))
+    assert op in ops and "Clip" not in ops
+
+
+def test_max_of_three_is_refused(tmp_path):
+    nodes = [helper.make_node("Max", ["c", "c", "c"], ["y"])]
+    with pytest.raises(UnsupportedOpError, match=r"Max.*has 3 inputs; only Max of exactly 2"):
+        onnx_importer.load(model(tmp_path, nodes, [1, 6, 8, 10]))

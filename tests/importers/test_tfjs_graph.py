@@ -37,7 +37,7 @@ DATA = ROOT / "tests" / "data" / "tfjs_graph"
 # max |glcnn − TF.js| / max |TF.js| for whole models in fp32, as for layers models.
 # Measured on Mesa llvmpipe: ≤ 5e-7 on the fixtures, 1.2e-7 on nsfwjs.
 TOLERANCE = 1e-4
-CASES = ["convs", "elementwise", "spatial", "classifier", "open_size"]
+CASES = ["convs", "elementwise", "spatial", "classifier", "open_size", "max_min"]
 
 
 def case(name: str) -> dict:
@@ -136,7 +136,7 @@ def test_every_unsupported_op_type_is_listed_at_once(tmp_path):
     message = str(err.value)
     assert "2 unsupported op type(s)" in message
     assert re.search(r"Cumsum \(nodes: '(pad|mirror)', '(pad|mirror)'\)", message)
-    assert "SpaceToDepth (glcnn has no SpaceToDepth op) (nodes: 'transpose')" in message
+    assert "SpaceToDepth (TF.js 4.22 runs no SpaceToDepth op) (nodes: 'transpose')" in message
 
 
 @pytest.mark.parametrize("node_name, key, value, message", [
@@ -154,10 +154,20 @@ def test_unsupported_settings_are_refused_naming_the_node(tmp_path, node_name, k
         tfjs.load(path)
 
 
-def test_maximum_of_two_tensors_is_refused(tmp_path):
+def test_maximum_and_minimum_of_two_tensors_are_max_and_min():
+    """max_min: Maximum / Minimum of two tensors are glcnn Max / Min (TF.js's values:
+    test_fixture_matches_tfjs); of a tensor and a constant scalar they stay a Clip."""
+    graph = load("max_min", input_size=(6, 12))
+    assert node(graph, "max_tt").op == "Max" and node(graph, "max_tt").inputs == ["conv", "tanh"]
+    assert node(graph, "min_tt").op == "Min" and node(graph, "min_tt").inputs == ["se", "max_tt"]
+    elementwise = load("elementwise")
+    assert node(elementwise, "max_c").op == "Clip" and node(elementwise, "min_c").op == "Clip"
+
+
+def test_maximum_of_a_tensor_and_a_constant_tensor_is_refused(tmp_path):
     path = copy_case("elementwise", tmp_path, DATA)
-    edit(path, lambda doc: tf_node(doc, "max_c").__setitem__("input", ["div_c", "tanh"]))
-    with pytest.raises(glcnn.UnsupportedOpError, match=r"node 'max_c' \(Maximum\).*constant"):
+    edit(path, lambda doc: tf_node(doc, "max_c").__setitem__("input", ["div_c", "divisor"]))
+    with pytest.raises(glcnn.UnsupportedOpError, match=r"node 'max_c' \(Maximum\).*one value"):
         tfjs.load(path)
 
 

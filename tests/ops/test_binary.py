@@ -1,7 +1,8 @@
-"""Add, Sub, Mul and Div with general broadcasting on glcnn shapes (either side, any axis of
-size 1), constant glcnn-shaped operands (atlas textures) and `swap`: GPU vs the float64
+"""Add, Sub, Mul, Div, Max and Min with general broadcasting on glcnn shapes (either side, any
+axis of size 1), constant glcnn-shaped operands (atlas textures) and `swap`: GPU vs the float64
 reference at fp32, fp16 and u8, the reference vs PyTorch, the torch runner, and the errors.
-The same-shape, (C,1,1) and per-channel fast paths are tested in test_ops.py / test_math.py."""
+The same-shape, (C,1,1) and per-channel fast paths are tested in test_ops.py / test_math.py
+(Max and Min's here: test_max_min_fast_paths)."""
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import glcnn
 from glcnn.graph import Node, reference
 from glcnn.ops import make_op
 
-OPS = ("Add", "Sub", "Mul", "Div")
+OPS = ("Add", "Sub", "Mul", "Div", "Max", "Min")
 
 
 def check(ctx, op, attrs, shapes, precision, weights=None, inputs=None):
@@ -91,6 +92,27 @@ def test_swap(ctx, op, shapes, weights, precision):
     xs = [(rng.uniform(1, 3, s) * rng.choice([-1, 1], s)).astype(np.float32) for s in shapes]
     w = None if weights is None else {"B": _constant(weights["B"], op)}
     check(ctx, op, {"swap": 1}, shapes, precision, w, inputs=xs)
+
+
+FAST = [([(7, 5, 6), (7, 5, 6)], None), ([(7, 5, 6), (7, 1, 1)], None),
+        ([(7, 5, 6)], {"B": (7,)}), ([(7, 5, 6)], {"B": ()})]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize(("shapes", "weights"), FAST,
+                         ids=["same", "channel-tensor", "channel-constant", "scalar"])
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_max_min_fast_paths(ctx, op, shapes, weights, precision):
+    w = None if weights is None else {"B": np.asarray(_constant(weights["B"], op) * 0.5)}
+    check(ctx, op, {}, shapes, precision, w)
+
+
+def test_max_min_reference():
+    a = np.array([[[1.0, -2.0, 3.0]]])
+    b = np.array([[[0.5, -1.0, 4.0]]])
+    for op, want in (("Max", [1.0, -1.0, 4.0]), ("Min", [0.5, -2.0, 3.0])):
+        graph = single_op_graph(op, {}, [(1, 1, 3)], {"B": b})
+        np.testing.assert_array_equal(reference.run(graph, {"x0": a})["y"].reshape(-1), want)
 
 
 def test_swap_reference_is_b_minus_a():

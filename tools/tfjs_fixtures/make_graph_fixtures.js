@@ -1,6 +1,6 @@
 // Builds the TF.js graph-model fixtures of tests/importers/test_tfjs_graph.py:
 //
-//   cd tools/tfjs_fixtures && npm install && node make_graph_fixtures.js
+//   cd tools/tfjs_fixtures && npm install && node make_graph_fixtures.js [case ...]
 //
 // TensorFlow is not needed: each case is a GraphDef written here node by node (the ops
 // tensorflowjs_converter emits for converted CNNs) with seeded weights, saved into
@@ -198,6 +198,17 @@ function classifier(g, r) {
   g.node('channel_sum', 'Sum', [c, g.ints('channel_sum/axes', [3])], {...T, keep_dims: A.b(true)});
 }
 
+// Maximum / Minimum of two tensors (same shape, and a per-channel (1, 1, 1, C) one
+// broadcast). (SpaceToDepth: TF.js 4.22.0 runs no such op, so there is no fixture.)
+function maxMin(g, r) {
+  const x = g.input('x', [-1, 6, 12, 3]);
+  const c = conv(g, 'conv', 'Conv2D', x, weight(g, r, 'conv/filter', [3, 3, 3, 4]));
+  const t = g.node('tanh', 'Tanh', [c], T);
+  const mx = g.node('max_tt', 'Maximum', [c, t], T);
+  const se = g.node('se', 'Mean', [c, g.ints('se/axes', [1, 2])], {...T, keep_dims: A.b(true)});
+  g.node('min_tt', 'Minimum', [se, mx], T);
+}
+
 // Open height and width (-1): TF's SAME padding at whatever size the input has.
 function openSize(g, r) {
   const x = g.input('x', [-1, -1, -1, 3]);
@@ -214,6 +225,7 @@ const CASES = {
   spatial: [spatial, [9, 11, 4]],
   classifier: [classifier, [8, 8, 3]],
   open_size: [openSize, [9, 7, 3]],
+  max_min: [maxMin, [6, 12, 3]],
 };
 
 // Outputs: the nodes no other node reads (Consts aside), as TF.js finds them.
@@ -247,10 +259,15 @@ async function makeCase(name, build, inputShape, seed) {
 
 async function main() {
   await tf.setBackend('cpu');
+  // node make_graph_fixtures.js [case ...]: only those cases (each keeps its seed)
+  const only = process.argv.slice(2);
   let seed = 1;
   for (const [name, [build, shape]] of Object.entries(CASES)) {
-    await makeCase(name, build, shape, seed++);
-    console.log(`wrote ${name}`);
+    if (!only.length || only.includes(name)) {
+      await makeCase(name, build, shape, seed);
+      console.log(`wrote ${name}`);
+    }
+    seed++;
   }
 }
 
