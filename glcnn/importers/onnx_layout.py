@@ -32,13 +32,13 @@ import numpy as np
 
 from ..errors import UnsupportedOpError, quote
 from ..graph.graph import float32
+from ..ops.rearrange import MAX_DIMS, merge_dims
 
 
 def fail(imp, node, message: str):
     raise UnsupportedOpError(imp.where(node, message))
 
 
-MAX_VIEW_DIMS = 6  # glcnn Rearrange indexes with at most 6 dims per stage
 ALIAS_CHECK = 1 << 22  # elements up to which an identity map is recognised by computing it
 
 
@@ -156,10 +156,10 @@ def rearrange(imp, node, source, name, dims, strides, offset, channels_last, suf
     """One Rearrange: the view (`dims`, `strides`, `offset`) as stored; `out_dims`, the ONNX
     output shape when the view splits its axes (Tile), else `dims`."""
     stage = _storage_order(dims, strides, channels_last)
-    merged = _merge(*stage)
-    if len(merged[0]) > MAX_VIEW_DIMS:
+    merged = merge_dims(*stage)
+    if len(merged[0]) > MAX_DIMS:
         fail(imp, node, f"moving {list(imp.shape(name))} to {list(dims)} needs "
-                        f"{len(merged[0])} index dims; glcnn's Rearrange takes {MAX_VIEW_DIMS}")
+                        f"{len(merged[0])} index dims; glcnn's Rearrange takes {MAX_DIMS}")
     attrs = {"shape": list(_shape_of(out_dims or dims, channels_last)), "dims": merged[0],
              "strides": merged[1], "offset": int(offset)}
     if name in imp.channels_last:  # ONNX flat (a, b) -> storage b·A + a
@@ -185,20 +185,6 @@ def _storage_order(dims, strides, channels_last):
     if len(dims) == 3 and channels_last:
         return [dims[0], dims[2], dims[1]], [strides[0], strides[2], strides[1]]
     return dims, strides
-
-
-def _merge(dims, strides):
-    """Size-1 axes dropped, axes that step as one merged: the same map in fewer dims."""
-    out_d, out_s = [], []
-    for d, s in zip(dims, strides):
-        if d == 1:
-            continue
-        if out_d and out_s[-1] == s * d:
-            out_d[-1], out_s[-1] = out_d[-1] * d, s
-        else:
-            out_d.append(int(d))
-            out_s.append(int(s))
-    return (out_d, out_s) if out_d else ([1], [0])
 
 
 def strides_of(dims) -> list[int]:
