@@ -1,6 +1,6 @@
 // common.glsl - prepended to every op shader (glcnn/runtime/shaders.py, which also splices
 // in the files a shader #includes): tile-grid addressing, the fused epilogue (residual add,
-// activation) and main(). Op shaders only define
+// activation, affine) and main(). Op shaders only define
 //     vec4 compute(int slice, int y, int x);
 // returning the 4 channels 4*slice..4*slice+3 of output pixel (y, x).
 //
@@ -24,10 +24,12 @@
 //          RESIDUAL (add u_residual before activation); one of ACT_RELU, ACT_LEAKYRELU,
 //          ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID,
 //          ACT_HARDSWISH, ACT_SILU, or ACT_CLAMP (no activation, Relu or Clip in one program:
-//          clamp to u_act if u_act_on, glcnn/ops/base.py CLAMP_BOUNDS).
+//          clamp to u_act if u_act_on, glcnn/ops/base.py CLAMP_BOUNDS); POST_AFFINE (then
+//          v * scale + shift per channel, glcnn/graph/fuse_affine.py).
 // Uniforms: u_out (output shape), u_act (activation parameters: alpha/beta or min/max),
 //           u_act_on (ACT_CLAMP: 0 = no activation).
 // Samplers: u_residual (RESIDUAL), u_slope (ACT_PRELU: 1xS texel row of slopes),
+//           u_affine (POST_AFFINE: rows scale, shift),
 //           u_ranges (STORAGE_U8: row 2*id = offsets, row 2*id + 1 = scales, per slice).
 
 // Combinations that would compile into something else than they say. (GLSL 330 has no line
@@ -150,6 +152,9 @@ uniform sampler2D u_slope;
 #ifdef ACT_CLAMP
 uniform int u_act_on;
 #endif
+#ifdef POST_AFFINE
+uniform sampler2D u_affine;
+#endif
 
 // exp() overflows to inf for large |x|; these forms stay finite at both ends.
 vec4 sigmoid(vec4 x) { return 1.0 / (1.0 + exp(-x)); }
@@ -193,13 +198,16 @@ bool output_texel(out int slice, out ivec2 q) {
     return slice < (u_out.x + 3) / 4;
 }
 
-// The fused epilogue of output pixel (y, x) of `slice`: residual add, activation, zero lanes
-// past C (so a later op may read whole slices without masking), storage encoding.
+// The fused epilogue of output pixel (y, x) of `slice`: residual add, activation, affine, zero
+// lanes past C (so a later op may read whole slices without masking), storage encoding.
 vec4 epilogue(vec4 v, int slice, int y, int x) {
 #ifdef RESIDUAL
     v += fetch(u_residual, u_residual_shape, slice, y, x);
 #endif
     v = activate(v, slice);
+#ifdef POST_AFFINE
+    v = v * channel_params(u_affine, slice, 0) + channel_params(u_affine, slice, 1);
+#endif
     v = mix(vec4(0.0), v, lessThan(ivec4(0, 1, 2, 3) + 4 * slice, ivec4(u_out.x)));
     return encode(v, u_out, slice);
 }

@@ -126,10 +126,7 @@ def conv_node(name, x, ci, co, k=3, group=1, transposed=False, bias=True, seed=0
 
 def signature(graph):
     """Node ops with their fused parts, e.g. ['Conv+Add+Relu', 'Add', 'LeakyRelu+Conv']."""
-    return [(f"{n.attrs['input_activation']['op']}+" if n.attrs.get("input_activation") else "")
-            + n.op + ("+Add" if n.attrs.get("residual") else "")
-            + (f"+{n.attrs['activation']['op']}" if n.attrs.get("activation") else "")
-            for n in graph.nodes]
+    return [n.label for n in graph.nodes]
 
 
 def _feeds(graph, precision, seed=RNG_SEED):

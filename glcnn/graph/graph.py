@@ -49,7 +49,8 @@ class Node:
         pre, act = self.attrs.get("input_activation"), self.attrs.get("activation")
         return ((f"{_fused_op(pre)}+" if pre else "") + self.op
                 + ("+Add" if self.attrs.get("residual") else "")
-                + (f"+{_fused_op(act)}" if act else ""))
+                + (f"+{_fused_op(act)}" if act else "")
+                + ("+Affine" if self.attrs.get("affine") else ""))
 
     def __repr__(self):
         return f"{self.label}({', '.join(self.inputs)}) -> {self.name}"
@@ -86,6 +87,23 @@ class Graph:
 
     def consumers(self, tensor: str) -> list[Node]:
         return [n for n in self.nodes if tensor in n.inputs]
+
+    def producer(self, tensor: str) -> Node | None:
+        """The node making `tensor` (None for a graph input)."""
+        return next((n for n in self.nodes if n.name == tensor), None)
+
+    def sole_consumer(self, tensor: str) -> Node | None:
+        """The one node reading `tensor`, if exactly one does (once) and it is no output."""
+        users = self.consumers(tensor)
+        if len(users) != 1 or tensor in self.outputs or users[0].inputs.count(tensor) != 1:
+            return None
+        return users[0]
+
+    def absorb(self, host: Node, absorbed: Node) -> None:
+        """Remove `absorbed` (whose only input from `host` is host's sole use); `host` takes
+        its name, so every reader of the absorbed tensor, and the outputs, stay valid."""
+        self.nodes.remove(absorbed)
+        host.name = absorbed.name
 
     def validate(self) -> None:
         """Check the graph is well formed, before any op looks at it.

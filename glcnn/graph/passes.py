@@ -11,11 +11,15 @@
 - `fuse_activations`: an activation right after an op becomes that op's epilogue.
 - `fuse_input_activations`: a ReLU/LeakyReLU read only by convs (a U-Net's down path, whose
   un-activated tensor also feeds a skip Concat) is applied by those convs as they fetch.
+- `fuse_affine.fuse_swish`: x·sigmoid(x) and the written-out hardswish forms become one
+  activation; `fuse_affine.fold_affine`: a Mul/Add/Sub/Div by a per-channel constant folds
+  into the conv before it (its weights), or after an activation into the host's epilogue.
 - `fuse_norm.fuse_layernorm`: the decomposed LayerNorm chain (ReduceMean, Sub, Pow, ...)
   becomes one LayerNormalization.
-`optimize` runs them all, the LayerNorm fusion first, then in the order above from
-`expand_reductions` (so conv → BN → add → relu is one pass, and InstanceNormalization → Relu
-ends in one normalise pass with the Relu fused).
+`optimize` runs them all, the LayerNorm fusion first, then reductions and reshapes, BatchNorm,
+swish and affine folds into weights, residual adds, activations, affine epilogues, input
+activations (so conv → BN → add → relu is one pass, conv → ·a + b → hardswish → ·c + d too,
+and InstanceNormalization → Relu ends in one normalise pass with the Relu fused).
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -23,10 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..ops import build_ops
-from ..ops.base import ACTIVATION_DEFAULTS
+from ..ops.base import ACTIVATION_DEFAULTS, EPILOGUE_HOSTS
 from ..ops.batchnorm import batchnorm_affine
 from ..ops.conv import INPUT_ACTIVATIONS
 from ..ops.reduce import spatial_axes
+from .fuse_affine import fold_affine, fuse_swish, scale_conv
 from .fuse_norm import fuse_layernorm
 from .graph import Graph, Node
 
@@ -34,27 +39,6 @@ _CONVS = ("Conv", "ConvTranspose")
 # Ops with a fixed number of inputs whose epilogue can add a residual input (common.glsl
 # RESIDUAL): convs, and InstanceNorm as fast style's residual blocks end (IN -> Add).
 _RESIDUAL_HOSTS = _CONVS + ("InstanceNormalization", "InstanceNormApply")
-# Ops whose shader returns the op's own output from compute() (common.glsl applies the epilogue);
-# Concat hosts the ReLU of a U-Net's up path, Resize/Pad/pools/DepthToSpace that of others.
-_EPILOGUE_HOSTS = _CONVS + ("BatchNormalization", "Add", "Mul", "InstanceNormalization",
-                             "InstanceNormApply", "Gemm", "MatMul", "Concat", "Pad", "Resize",
-                             "Upsample", "MaxPool", "AveragePool", "DepthToSpace",
-                             "LayerNormalization")
-
-
-def _sole_consumer(graph: Graph, name: str) -> Node | None:
-    """The one node reading tensor `name`, if exactly one does and it is not an output."""
-    users = graph.consumers(name)
-    if len(users) != 1 or name in graph.outputs or users[0].inputs.count(name) != 1:
-        return None
-    return users[0]
-
-
-def _absorb(graph: Graph, host: Node, absorbed: Node) -> None:
-    """Remove `absorbed` (whose only input from `host` is host's sole use); `host` takes its
-    name, so every reader of the absorbed tensor, and the graph outputs, stay valid."""
-    graph.nodes.remove(absorbed)
-    host.name = absorbed.name
 
 
 def fold_batchnorm(graph: Graph) -> Graph:
@@ -65,33 +49,20 @@ def fold_batchnorm(graph: Graph) -> Graph:
     pairs = []
     for conv in [n for n in graph.nodes if n.op in _CONVS and not n.attrs.get("activation")
                  and not n.attrs.get("residual")]:
-        bn = _sole_consumer(graph, conv.name)
+        bn = graph.sole_consumer(conv.name)
         if bn is not None and bn.op == "BatchNormalization" and bn.inputs[0] == conv.name:
             pairs.append((conv, bn))
     with ThreadPoolExecutor(2) as pool:
         folded = list(pool.map(lambda pair: _folded_weights(*pair), pairs))
     for (conv, bn), weights in zip(pairs, folded):
         conv.weights = weights
-        _absorb(graph, conv, bn)
+        graph.absorb(conv, bn)
     return graph
 
 
 def _folded_weights(conv: Node, bn: Node) -> dict[str, np.ndarray]:
     """`conv`'s weights with `bn` (its sole reader) folded in."""
-    a, b = batchnorm_affine(bn)
-    # float32 products (a rounded once more than in float64): the weights are the bulk
-    # of a model's bytes, and float64 copies of them cost more than the rest of a load.
-    W = np.asarray(conv.weights["W"], np.float32)
-    scale = a.astype(np.float32)
-    bias = np.asarray(conv.weights.get("B", np.zeros(len(a))), np.float64)
-    if conv.op == "Conv":
-        W = W * scale[:, None, None, None]
-    else:  # (Ci, Co/group, kh, kw): output channel g·Cog + j is axis 1 within group g
-        group = int(conv.attrs.get("group", 1))
-        W = (W.reshape(group, -1, *W.shape[1:]) *
-             scale.reshape(group, 1, -1, 1, 1)).reshape(W.shape)
-    W.flags.writeable = False  # (ops remember read-only weights as checked: base.py)
-    return {**conv.weights, "W": W, "B": (bias * a + b).astype(np.float32)}
+    return scale_conv(conv, *batchnorm_affine(bn))
 
 
 def fuse_residual_add(graph: Graph) -> Graph:
@@ -108,7 +79,8 @@ def fuse_residual_add(graph: Graph) -> Graph:
             conv = next((n for n in graph.nodes if n.name == source), None)
             skip = add.inputs[1 - i]
             if (conv is None or conv.op not in _RESIDUAL_HOSTS or conv.attrs.get("residual")
-                    or conv.attrs.get("activation") or _sole_consumer(graph, conv.name) is not add
+                    or conv.attrs.get("activation") or conv.attrs.get("affine")
+                    or graph.sole_consumer(conv.name) is not add
                     or skip == conv.name or shapes[skip] != shapes[conv.name]):
                 continue
             # The skip tensor must exist before the conv runs.
@@ -117,7 +89,7 @@ def fuse_residual_add(graph: Graph) -> Graph:
                 continue
             conv.inputs = conv.inputs + [skip]
             conv.attrs = {**conv.attrs, "residual": True}
-            _absorb(graph, conv, add)
+            graph.absorb(conv, add)
             break
     return graph
 
@@ -126,14 +98,15 @@ def fuse_activations(graph: Graph) -> Graph:
     """Fold an activation into the op before it when that op is its only producer/user."""
     for act in [n for n in graph.nodes if n.op in ACTIVATION_DEFAULTS]:
         host = next((n for n in graph.nodes if n.name == act.inputs[0]), None)
-        if (host is None or host.op not in _EPILOGUE_HOSTS or host.attrs.get("activation")
-                or _sole_consumer(graph, host.name) is not act):
+        if (host is None or host.op not in EPILOGUE_HOSTS or host.attrs.get("activation")
+                or host.attrs.get("affine")
+                or graph.sole_consumer(host.name) is not act):
             continue
         params = {k: act.attrs[k] for k in ACTIVATION_DEFAULTS[act.op] if k in act.attrs}
         host.attrs = {**host.attrs, "activation": {"op": act.op, **params}}
         if act.op == "PRelu":
             host.weights = {**host.weights, "slope": act.weights["slope"]}
-        _absorb(graph, host, act)
+        graph.absorb(host, act)
     return graph
 
 
@@ -279,8 +252,8 @@ def drop_identity_reshapes(graph: Graph) -> Graph:
         if shapes[node.name] != shapes[source] or fused:
             continue
         host = next((n for n in graph.nodes if n.name == source), None)
-        if host is not None and _sole_consumer(graph, source) is node:
-            _absorb(graph, host, node)
+        if host is not None and graph.sole_consumer(source) is node:
+            graph.absorb(host, node)
         elif node.name not in graph.outputs:
             for user in graph.consumers(node.name):
                 user.inputs = [source if t == node.name else t for t in user.inputs]
@@ -291,4 +264,6 @@ def drop_identity_reshapes(graph: Graph) -> Graph:
 def optimize(graph: Graph) -> Graph:
     """Run every pass in place and return `graph` (first `fuse_norm.fuse_layernorm`)."""
     graph = drop_identity_reshapes(expand_reductions(fuse_layernorm(graph)))
-    return fuse_input_activations(fuse_activations(fuse_residual_add(fold_batchnorm(graph))))
+    graph = fold_affine(fuse_swish(fold_batchnorm(graph)), into="weights")
+    graph = fold_affine(fuse_activations(fuse_residual_add(graph)), into="epilogue")
+    return fuse_input_activations(graph)

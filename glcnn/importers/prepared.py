@@ -60,7 +60,7 @@ CACHED_SUFFIXES = (".onnx", ".npz")
 DEFAULT_MAX_MB = 2048
 RACY_SECONDS = 2.0
 SAMPLES, SAMPLE_BYTES = 16, 64 << 10
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parents[1]  # glcnn/: importers, passes and ops alike
 
 
 class StaleEntry(ValueError):
@@ -194,8 +194,10 @@ def _unchanged(sources) -> bool:
 
 
 @functools.cache
+@functools.cache
 def _code_stamp() -> list:
-    """Size and time of every glcnn module, read once per process."""
+    """Size and time of every glcnn module (the importers, the graph passes and the ops all
+    shape an entry), read once per process."""
     return sorted((str(p.relative_to(_PACKAGE)), p.stat().st_size, p.stat().st_mtime_ns)
                   for p in _PACKAGE.rglob("*.py"))
 

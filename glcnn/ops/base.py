@@ -28,6 +28,14 @@ ACTIVATION_DEFAULTS = {
     "HardSigmoid": {"alpha": 0.2, "beta": 0.5},
     "Clip": {"min": -3.4e38, "max": 3.4e38},
 }
+# Ops whose shader returns the op's own output from compute() (common.glsl applies the epilogue);
+# Concat hosts the ReLU of a U-Net's up path, Resize/Pad/pools/DepthToSpace that of others.
+EPILOGUE_HOSTS = ("Conv", "ConvTranspose", "BatchNormalization", "Add", "Mul",
+                  "InstanceNormalization", "InstanceNormApply", "Gemm", "MatMul", "Concat", "Pad",
+                  "Resize", "Upsample", "MaxPool", "AveragePool", "DepthToSpace",
+                  "LayerNormalization")
+# A per-channel y = y * scale + shift after the activation (attribute "affine": True).
+AFFINE_WEIGHTS = ("affine_scale", "affine_shift")
 # No activation, Relu and Clip as one form, clamp(x, lo, hi) or x (shaders/common.glsl,
 # ACT_CLAMP): the bounds of each; no activation sets u_act_on = 0.
 CLAMP_BOUNDS = {"Relu": (0.0, math.inf), "Clip": None}  # Clip: its min and max
@@ -162,7 +170,7 @@ class Op:
                       UnsupportedOpError)
         return value
 
-    # --- the fused epilogue: residual add, then activation (shaders/common.glsl) ----------
+    # --- the fused epilogue: residual add, activation, affine (shaders/common.glsl) --------
     def _check_epilogue(self):
         if "input_activation" in self.node.attrs and not self.takes_input_activation:
             self.fail("input_activation is for Conv and ConvTranspose only", UnsupportedOpError)
@@ -174,6 +182,9 @@ class Op:
         if self.node.attrs.get("residual") and self.in_shapes[-1] != self.output_shape():
             self.fail(f"residual input has shape {self.in_shapes[-1]}, "
                       f"output is {self.output_shape()}")
+        if self.node.attrs.get("affine"):  # glcnn/graph/fuse_affine.py
+            for key in AFFINE_WEIGHTS:
+                self.weight(key, (self.output_shape()[0],))
 
     def check_activation(self, act: dict) -> None:
         """An activation's parameters (ACTIVATION_DEFAULTS: LeakyRelu alpha, ...) must be
@@ -204,6 +215,8 @@ class Op:
             out["ACT_" + act["op"].upper()] = 1
         if self.node.attrs.get("residual"):
             out["RESIDUAL"] = 1
+        if self.node.attrs.get("affine"):
+            out["POST_AFFINE"] = 1
         for key in out:
             if not _NAME.match(key):
                 self.fail(f"invalid define name {quote(key)}", UnsupportedOpError)
@@ -218,10 +231,12 @@ class Op:
         return {k: tuple(v) for k, v in self.texture_shapes().items()} | epilogue
 
     def _epilogue_textures(self) -> dict[str, np.ndarray]:
-        act = self.node.attrs.get("activation")
+        act, out = self.node.attrs.get("activation"), {}
         if act and act["op"] == "PRelu":
-            return {"u_slope": pack_channels(self.prelu_slope(self.output_shape()[0]))}
-        return {}
+            out["u_slope"] = pack_channels(self.prelu_slope(self.output_shape()[0]))
+        if self.node.attrs.get("affine"):
+            out["u_affine"] = pack_channels(*(self.weight(key) for key in AFFINE_WEIGHTS))
+        return out
 
     def all_uniforms(self) -> dict:
         out = dict(self.uniforms())

@@ -285,12 +285,6 @@ def _activation_before_add():
         ["add"])
 
 
-def _bn_after_fused_activation():
-    conv = conv_node("conv", "x", 4, 4)
-    conv.attrs["activation"] = {"op": "Relu"}
-    return Graph({"x": (4, 5, 5)}, [conv, _bn("bn", "conv", 4)], ["bn"])
-
-
 def _activation_after_slice():
     crop = Node("Slice", "crop", ["x"], {"starts": [1, 1], "ends": [4, 5]})
     return Graph({"x": (4, 5, 5)}, [crop, _act("relu", "crop")], ["relu"])
@@ -305,7 +299,6 @@ UNFUSED = [
     (_broadcast_skip, ["Conv", "Add+Relu"]),
     (_skip_computed_after_conv, ["Conv", "Tanh", "Add"]),
     (_activation_before_add, ["Conv+Relu", "Add"]),
-    (_bn_after_fused_activation, ["Conv+Relu", "BatchNormalization"]),
     (_activation_after_slice, ["Slice", "Relu"]),
     (_input_activation_also_read_by_add, ["Conv", "Relu", "Conv+Add", "Concat"]),
     (_input_activation_of_a_generic_conv, ["Conv", "Relu", "Conv", "Concat"]),

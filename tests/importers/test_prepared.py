@@ -134,6 +134,14 @@ def test_a_changed_model_file_is_imported_again(cache, tmp_path):
     assert prepared.entry_key(path) != first_key
 
 
+def test_entries_are_keyed_by_every_module_that_shapes_the_graph():
+    # The graph passes and the ops' shape rules change an entry as much as the importers do:
+    # a glcnn upgrade must not serve graphs optimised by the old passes.
+    modules = {name for name, _, _ in prepared._code_stamp()}
+    assert {"graph/passes.py", "graph/fuse_affine.py", "ops/conv.py", "importers/onnx.py",
+            "importers/tfjs.py"} <= modules
+
+
 def test_a_file_saved_just_now_is_not_cached(cache, tmp_path):
     path = tmp_path / "model.onnx"
     onnx.save(conv_bn_relu(), str(path))
