@@ -3,14 +3,15 @@
 // and m maps a row/column outside [0, n) back inside by the mode:
 //   CONSTANT: none, y = u_value there;  EDGE: clamp;
 //   REFLECT: mirror about the edge without repeating it (pads < n, checked in pad.py);
+//   SYMMETRIC: mirror repeating the edge (TF's MirrorPad SYMMETRIC; pads <= n);
 //   WRAP: periodic.
-// Defines: CONSTANT | EDGE | REFLECT | WRAP.
+// Defines: CONSTANT | EDGE | REFLECT | SYMMETRIC | WRAP.
 // Uniforms: u_input_shape, u_pad (left, top) >= 0, u_crop (x, y) >= 0, u_extent (W', H'),
 //           u_value (CONSTANT).
 // Samplers: u_input.
 
-#if defined(CONSTANT) + defined(EDGE) + defined(REFLECT) + defined(WRAP) != 1
-#error pad.glsl needs exactly one of CONSTANT, EDGE, REFLECT and WRAP
+#if defined(CONSTANT) + defined(EDGE) + defined(REFLECT) + defined(SYMMETRIC) + defined(WRAP) != 1
+#error pad.glsl needs exactly one of CONSTANT, EDGE, REFLECT, SYMMETRIC and WRAP
 #endif
 
 uniform sampler2D u_input;
@@ -26,6 +27,9 @@ ivec2 source(ivec2 i, ivec2 n) {
 #elif defined(REFLECT)
     i = abs(i);                        // before the start: -i
     return min(i, 2 * (n - 1) - i);    // past the end: 2(n - 1) - i
+#elif defined(SYMMETRIC)
+    i = max(i, -i - 1);                // before the start: -i - 1
+    return min(i, 2 * n - 1 - i);      // past the end: 2n - 1 - i
 #elif defined(WRAP)
     return (i + n * (abs(i) / n + 1)) % n;  // % is undefined for negative operands
 #else

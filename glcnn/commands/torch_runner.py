@@ -23,7 +23,7 @@ included, with these limits (raised as UnsupportedOpError naming the layer):
 |                       | floor; half_pixel + round_prefer_ceil |                               |
 |                       | as nearest-exact), bilinear           | modes                         |
 |                       | (half_pixel, align_corners)           |                               |
-| Pad                   | F.pad (constant, reflect, replicate,  |                               |
+| Pad                   | F.pad (constant, reflect, replicate,  | symmetric: an index gather    |
 |                       | circular), negative pads as a crop    |                               |
 """
 
@@ -354,6 +354,11 @@ def _pad(node, shapes):
     crop = (slice(None), slice(None), slice(max(-top, 0), h - max(-bottom, 0)),
             slice(max(-left, 0), w - max(-right, 0)))
     pads = tuple(max(p, 0) for p in (left, right, top, bottom))
+    if a.get("mode") == "symmetric":  # no torch mode: gather rows and columns
+        rows, cols = (torch.from_numpy(np.pad(np.arange(n), (max(b, 0), max(e, 0)), "symmetric"))
+                      for n, b, e in ((h - max(-top, 0) - max(-bottom, 0), top, bottom),
+                                      (w - max(-left, 0) - max(-right, 0), left, right)))
+        return lambda v: v[x][crop][:, :, rows][:, :, :, cols]
     mode = _PAD_MODES[a.get("mode", "constant")]
     value = float(a.get("value", 0.0)) if mode == "constant" else None
     return lambda v: F.pad(v[x][crop], pads, mode, value)

@@ -373,7 +373,8 @@ def pad(x, pads, mode="constant", value=0.0):
     """ONNX Pad of (C, H, W) with 4D `pads` = (n0, c0, top, left, n1, c1, bottom, right).
 
     Negative pads crop first (as onnxruntime); the positive ones then pad what is left with
-    `value` (constant) or numpy's reflect, edge and wrap, which are ONNX's modes.
+    `value` (constant) or numpy's reflect, edge and wrap, which are ONNX's modes, or its
+    symmetric (TF's MirrorPad SYMMETRIC).
     """
     x = np.asarray(x, F)
     top, left, bottom, right = pads[2], pads[3], pads[6], pads[7]

@@ -91,7 +91,7 @@ def _pool(imp, node, args):
 
 # --- padding, resizing, channels --------------------------------------------------------------
 @converts("Pad", "PadV2", "MirrorPad", emits=("Pad",),
-          note="H and W; constant (PadV2's value), MirrorPad REFLECT")
+          note="H and W; constant (PadV2's value), MirrorPad REFLECT and SYMMETRIC")
 def _pad(imp, node, args):
     x = imp.act(node, args[0])
     pads = imp.const(node, args[1], "paddings").astype(np.int64)
@@ -101,10 +101,9 @@ def _pad(imp, node, args):
                       int(pads[2, 1])]}
     if node.op == "MirrorPad":
         mode = imp.attr(node, "mode", "")
-        if mode != "REFLECT":
-            imp.fail(node, f"mode {mode!r}: glcnn's Pad reflects without repeating the edge "
-                           "(REFLECT) and has no SYMMETRIC mode")
-        attrs["mode"] = "reflect"
+        if mode not in ("REFLECT", "SYMMETRIC"):
+            imp.fail(node, f"mode {mode!r}: expected REFLECT or SYMMETRIC")
+        attrs["mode"] = mode.lower()
     elif node.op == "PadV2":
         attrs["value"] = imp.scalar(node, args[2], "constant_values")
     return imp.emit(node, "Pad", [x.name], attrs, {}, rank=4)

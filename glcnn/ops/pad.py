@@ -12,22 +12,25 @@ with m the identity inside [0, n) and, outside it:
 | constant | none: y = value                             |                               |
 | edge     | clamp(i, 0, n − 1)                          |                               |
 | reflect  | −i, or 2(n − 1) − i (the edge not repeated) | pads must be < n (as ORT)     |
+| symmetric| −i − 1, or 2n − 1 − i (the edge repeated)    | pads ≤ n; TF's MirrorPad      |
+|          |                                             | SYMMETRIC (no ONNX mode)      |
 | wrap     | i mod n                                     | any pad                       |
 
 | attribute | default  | meaning                                                       |
 |-----------|----------|---------------------------------------------------------------|
 | pads      | required | 4D ONNX order [n0, c0, top, left, n1, c1, bottom, right]; the |
 |           |          | importer turns the `pads` input of opset ≥ 11 into this       |
-| mode      | constant | constant, reflect, edge, wrap                                 |
+| mode      | constant | constant, reflect, symmetric, edge, wrap                      |
 | value     | 0.0      | the constant (the importer's name for `constant_value`)       |
 
-No weights. Refused: non-zero pads on N or C, reflect with a pad ≥ the (cropped) size.
+No weights. Refused: non-zero pads on N or C, reflect with a pad ≥ the (cropped) size,
+symmetric with a pad > it.
 """
 
 from ..errors import UnsupportedOpError, quote
 from .base import Op, register
 
-MODES = ("constant", "reflect", "edge", "wrap")
+MODES = ("constant", "reflect", "symmetric", "edge", "wrap")
 
 
 @register("Pad")
@@ -54,6 +57,10 @@ class Pad(Op):
                                           zip(self.begin, self.end, self.extent)):
             self.fail(f"mode='reflect' with pads={list(pads)}: each pad must be smaller than "
                       f"the (cropped) size {self.extent}", UnsupportedOpError)
+        if self.mode == "symmetric" and any(max(b, e) > n for b, e, n in
+                                            zip(self.begin, self.end, self.extent)):
+            self.fail(f"mode='symmetric' with pads={list(pads)}: no pad may exceed the "
+                      f"(cropped) size {self.extent}", UnsupportedOpError)
 
     def output_shape(self):
         return (self.in_shapes[0][0],

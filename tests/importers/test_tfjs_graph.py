@@ -140,11 +140,11 @@ def test_every_unsupported_op_type_is_listed_at_once(tmp_path):
 
 
 @pytest.mark.parametrize("node_name, key, value, message", [
-    ("mirror", "mode", {"s": "U1lNTUVUUklD"}, "SYMMETRIC"),
+    ("mirror", "mode", {"s": "RURHRQ=="}, "mode 'EDGE': expected REFLECT or SYMMETRIC"),
     ("dw1", "data_format", {"s": "TkNIVw=="}, "data_format 'NCHW'"),
     ("conv2", "fused_ops", {"list": {"s": ["Qmlhc0FkZA==", "VGFuaA=="]}}, "fused_ops"),
     ("conv1", "padding", {"s": "RlVMTA=="}, "padding 'FULL'"),
-], ids=["mirror-symmetric", "nchw", "fused-tanh", "padding"])
+], ids=["mirror-edge", "nchw", "fused-tanh", "padding"])
 def test_unsupported_settings_are_refused_naming_the_node(tmp_path, node_name, key, value,
                                                           message):
     name = "spatial" if node_name == "mirror" else "convs"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import PRECISIONS, check_op
+from helpers import PRECISIONS, check_op, single_op_graph
 from ort_node import run_node
 
 import glcnn
@@ -30,6 +30,9 @@ CASES = [
     ("edge", 0.0, (1, 2, 3, 4), (5, 5, 6)),
     ("edge", 0.0, (2, 3, 1, 2), (3, 1, 1)),
     ("edge", 0.0, (-2, 1, 3, -3), (1, 5, 7)),
+    ("symmetric", 0.0, (1, 2, 0, 3), (5, 5, 6)),
+    ("symmetric", 0.0, (5, 6, 5, 6), (3, 5, 6)),
+    ("symmetric", 0.0, (2, -1, -2, 4), (13, 5, 6)),
     ("wrap", 0.0, (1, 2, 0, 3), (5, 5, 6)),
     ("wrap", 0.0, (6, 0, 7, 13), (3, 5, 6)),
     ("wrap", 0.0, (1, 5, -1, 0), (13, 5, 6)),
@@ -58,7 +61,11 @@ def _reference(x, mode, value, pads):
     return reference.evaluate(node, {"x": np.asarray(x, np.float64)})
 
 
-@pytest.mark.parametrize(("mode", "value", "pads", "shape"), CASES, ids=CASE_IDS)
+ONNX_CASES = [(case, i) for case, i in zip(CASES, CASE_IDS) if case[0] != "symmetric"]
+
+
+@pytest.mark.parametrize(("mode", "value", "pads", "shape"), [c for c, _ in ONNX_CASES],
+                         ids=[i for _, i in ONNX_CASES])
 def test_reference_matches_onnxruntime(mode, value, pads, shape):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     constants = [np.array(_pads(*pads), np.int64)]
@@ -73,9 +80,10 @@ TORCH_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate"
 
 
 def _torch_takes(mode, value, pads, shape):
-    """PyTorch crops (negative pads) in constant mode only, and pads less than the size."""
+    """PyTorch crops (negative pads) in constant mode only, and pads less than the size; it has
+    no symmetric mode (TF's MirrorPad: checked against TF.js in tests/importers)."""
     (top, left, bottom, right), (_, h, w) = pads, shape
-    return mode == "constant" or (min(pads) >= 0 and max(top, bottom) < h
+    return mode == "constant" or mode != "symmetric" and (min(pads) >= 0 and max(top, bottom) < h
                                   and max(left, right) < w)
 
 
@@ -96,8 +104,9 @@ def test_reference_matches_torch(mode, value, pads, shape):
 ERRORS = [
     ({"pads": [0, 1, 0, 0, 0, 0, 0, 0]}, "only H and W", "pad-channels"),
     ({"pads": [1, 0, 0, 0, 0, 0, 0, 0]}, "only H and W", "pad-batch"),
-    ({"pads": [0, 0, 1, 1, 0, 0, 1, 1], "mode": "symmetric"}, "mode='symmetric'",
-     "mode-symmetric"),
+    ({"pads": [0, 0, 1, 1, 0, 0, 1, 1], "mode": "mirror"}, "mode='mirror'", "mode-mirror"),
+    ({"pads": [0, 0, 5, 0, 0, 0, 0, 0], "mode": "symmetric"}, "may exceed",
+     "symmetric-too-far"),
     ({"pads": [0, 0, 4, 0, 0, 0, 0, 0], "mode": "reflect"}, "smaller than", "reflect-too-far"),
     ({"pads": [0, 0, 2, 0, 0, 0, -2, 0], "mode": "reflect"}, "smaller than",
      "reflect-past-the-crop"),
@@ -115,3 +124,18 @@ def test_refused_attributes(attrs, message):
 def test_cropping_everything_is_a_shape_error():
     with pytest.raises(glcnn.ShapeError, match="leave nothing"):
         make_op(Node("Pad", "p", ["x"], {"pads": _pads(-2, 0, -2, 0)}), [(3, 4, 4)])
+
+
+RUNNER_CASES = [(case, i) for case, i in zip(CASES, CASE_IDS)
+                if case[0] == "symmetric" or _torch_takes(*case)]
+
+
+@pytest.mark.parametrize(("mode", "value", "pads", "shape"), [c for c, _ in RUNNER_CASES],
+                         ids=[i for _, i in RUNNER_CASES])
+def test_torch_runner_matches_reference(mode, value, pads, shape):
+    from glcnn.commands.torch_runner import TorchRunner
+    attrs = {"pads": _pads(*pads), "mode": mode, "value": value}
+    graph = single_op_graph("Pad", attrs, [shape])
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    got = TorchRunner(graph, threads=1)({"x0": x})["y"]
+    np.testing.assert_array_equal(got, reference.run(graph, {"x0": x})["y"].astype(np.float32))

@@ -150,6 +150,10 @@ function spatial(g, r) {
                     T);
   const mirror = g.node('mirror', 'MirrorPad', [x, pads], {...T, mode: A.s('REFLECT')});
   g.node('pads_sum', 'AddV2', [pv, mirror], T);
+  // SYMMETRIC repeats the edge; pads up to the size itself (H 9, W 11).
+  g.node('mirror_symmetric', 'MirrorPad',
+         [x, g.ints('mirror_symmetric/paddings', [0, 0, 3, 9, 0, 11, 0, 0], [4, 2])],
+         {...T, mode: A.s('SYMMETRIC')});
   resize(g, 'bilinear', 'ResizeBilinear', mp, [9, 13], false, false);
   resize(g, 'bilinear_corners', 'ResizeBilinear', mp, [9, 13], true, false);
   resize(g, 'bilinear_half', 'ResizeBilinear', mp, [7, 4], false, true);
