@@ -40,6 +40,21 @@ vec4 compute(int slice, int oy, int ox) {
     int first_slice = slice;  // depthwise (CG = 1): output slice s reads input slice s only
 #endif
     ivec2 first_origin = tile_origin(u_input_shape, first_slice);
+#if defined(DEPTHWISE) && !defined(MASK_TAPS)
+    if (ivec3(ty.x, ty.z, tx.x) == ivec3(0, 1, 0) && tx.z == 1 && ty.y == KH - 1 &&
+            tx.y == KW - 1) {
+        // Every tap visited and inside the tile: constant loop bounds, which the compiler
+        // unrolls.
+        for (int ky = 0; ky < KH; ++ky) {
+            WEIGHTS_ROW row = weights_row(slice, ky);
+            for (int kx = 0; kx < KW; ++kx) {
+                acc += weights_texel(row, kx) * input_texel(first_origin, slice,
+                    src.y + ky * src_step.y, src.x + kx * src_step.x);
+            }
+        }
+        return acc;
+    }
+#endif
     int row_end = grid_cols(u_input_shape) * u_input_shape.z;  // atlas width of whole tiles
     int iy = src.y;
     for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy += src_step.y) {
