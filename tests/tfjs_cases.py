@@ -48,9 +48,10 @@ def to_glcnn(x: np.ndarray, layout: str) -> np.ndarray:
 
 
 def to_own(y: np.ndarray, shape, layout: str) -> np.ndarray:
-    """glcnn's (C, H, W) output as the model's own `shape` (batch 1)."""
-    if len(shape) == 4 and layout == "NHWC":
-        return y.transpose(1, 2, 0)[None]
+    """glcnn's (C, H, W) output as the model's own `shape` (batch 1): NHWC (1, H, W, C) and
+    (1, L, C) (glcnn (C, 1, L)) have their channels last."""
+    if len(shape) in (3, 4) and layout == "NHWC":
+        return y.transpose(1, 2, 0).reshape(shape)
     return y.reshape(shape)
 
 

@@ -40,7 +40,7 @@ from ..errors import (
 from ..graph.graph import Graph, Node, float32
 from ..limits import check_atlas
 from ..ops import make_op
-from . import tfjs_graph_shapes  # noqa: F401  (registers its converters and folds)
+from . import tfjs_graph_shapes, tfjs_graph_views  # noqa: F401  (register converters, folds)
 from .tfjs_graph_ops import CONVERTERS, FOLDS, Act
 from .tfjs_graph_parse import (
     SOURCES,
@@ -278,11 +278,11 @@ class GraphImport:
         return value
 
     def act(self, node: TfNode, value) -> Act:
-        """`value`, which must be computed at run time and of rank 2 or 4."""
+        """`value`, which must be computed at run time and of rank 2 to 4."""
         value = self.tensor(node, value)
-        if value.rank not in (2, 4):
+        if value.rank not in (2, 3, 4):
             self.fail(node, f"reads a tensor of shape {list(value.shape)}; glcnn's are "
-                            "(1, H, W, C) and (1, F)")
+                            "(1, H, W, C), (1, L, C) and (1, F)")
         return value
 
     def const(self, node: TfNode, value, what: str, ndim: int | None = None) -> np.ndarray:
@@ -363,8 +363,10 @@ class GraphImport:
         full = c.reshape((1,) * (x.rank - c.ndim) + c.shape)
         if full.size == 1:
             return full.reshape(1)
-        if x.rank == 2 or full.shape[1:3] == (1, 1):
+        if x.rank == 2 or full.shape[1:-1] == (1,) * (x.rank - 2):
             return full.reshape(full.shape[-1])
+        if x.rank == 3:  # (1, L, C) -> glcnn (C, 1, L)
+            return full[0].T[:, None, :]
         return full[0].transpose(2, 0, 1)
 
     def emit(self, node: TfNode, op: str, inputs: list, attrs: dict, weights: dict,
@@ -381,8 +383,9 @@ class GraphImport:
             c, h, w = make_op(glcnn, [self.shapes[t] for t in inputs]).output_shape()
         except GlcnnError as exc:
             raise type(exc)(f"{self.where(node)}: {exc}") from None
-        if rank == 2 and (h, w) != (1, 1):
-            self.fail(node, f"gives a (C, H, W) = {(c, h, w)} map where TF has a vector")
+        if rank == 2 and (h, w) != (1, 1) or rank == 3 and h != 1:
+            self.fail(node, f"gives a (C, H, W) = {(c, h, w)} map where TF has rank {rank}")
         self.nodes.append(glcnn)
         self.shapes[name] = (int(c), int(h), int(w))
-        return Act(name, (1, int(c)) if rank == 2 else (1, int(h), int(w), int(c)))
+        c, h, w = int(c), int(h), int(w)
+        return Act(name, {2: (1, c), 3: (1, w, c)}.get(rank, (1, h, w, c)))

@@ -1,9 +1,11 @@
 """Converters of the TF.js graph importer for elementwise, pooling, resizing, padding,
-concatenation, reshaping and reductions, and the numpy folds of ops on constants (shape
-arithmetic: Shape, StridedSlice, Pack, ...). Registered in tfjs_graph_ops' tables.
+concatenation and reductions (the element moves: tfjs_graph_views), and the numpy folds
+of ops on constants (shape arithmetic: Shape, StridedSlice, Pack, ...). Registered in
+tfjs_graph_ops' tables.
 
 Axes: a TF axis a of an NHWC tensor (1, H, W, C) is glcnn's NCHW axis (0, 2, 3, 1)[a]; of a
-vector (1, F), F is glcnn's channel axis.
+sequence (1, L, C) (glcnn (C, 1, L)), L is glcnn's W and C its channels; of a vector (1, F), F
+is glcnn's channel axis.
 """
 
 import numpy as np
@@ -144,64 +146,17 @@ def _depth_to_space(imp, node, args):
                     rank=4)
 
 
-@converts("ConcatV2", emits=("Concat",), note="the channel axis, tensors only")
+@converts("ConcatV2", emits=("Concat",),
+          note="tensors along any axis but the batch ((1,L,C): L or C; (1,H,W,C): H, W or C)")
 def _concat(imp, node, args):
     xs, axis = [imp.act(node, v) for v in args[:-1]], imp.scalar(node, args[-1], "axis")
-    if any(x.rank != xs[0].rank for x in xs) or int(axis) % xs[0].rank != xs[0].rank - 1:
+    rank = xs[0].rank
+    axis = int(axis) % rank if -rank <= int(axis) < rank else 0
+    if any(x.rank != rank for x in xs) or axis == 0:
         imp.fail(node, f"axis {int(axis)} of {[list(x.shape) for x in xs]}: glcnn "
-                       "concatenates channels (the last axis)")
-    return imp.emit(node, "Concat", [x.name for x in xs], {"axis": 1}, {}, rank=xs[0].rank)
-
-
-@converts("Transpose", emits=("Transpose",), note="(1,H,W,C), perm keeping the batch first")
-def _transpose(imp, node, args):
-    x = imp.act(node, args[0])
-    perm = [int(p) for p in np.ravel(imp.const(node, args[1], "perm"))]
-    if x.rank != 4 or sorted(perm) != [0, 1, 2, 3] or perm[0] != 0:
-        imp.fail(node, f"perm {perm} of {list(x.shape)}: glcnn transposes (1, H, W, C) "
-                       "keeping the batch axis first")
-    tf_axis = (0, 3, 1, 2)  # glcnn NCHW axis -> TF NHWC axis
-    glcnn_perm = [NCHW_AXIS[perm[tf_axis[j]]] for j in range(4)]
-    return imp.emit(node, "Transpose", [x.name], {"perm": glcnn_perm}, {}, rank=4)
-
-
-# --- reshaping: only what keeps glcnn's layout ----------------------------------------------
-def reshaped(imp, node, x: Act, shape: list) -> Act:
-    """`x` as TF shape `shape` (batch 1): the same tensor when glcnn's layout is unchanged."""
-    shape = list(shape)
-    if shape.count(-1) == 1:
-        known = int(np.prod([d for d in shape if d != -1]))
-        shape[shape.index(-1)] = int(np.prod(x.shape)) // max(known, 1)
-    shape = tuple(int(d) for d in shape)
-    if shape == x.shape:
-        return x
-    if int(np.prod(shape)) == int(np.prod(x.shape)) and 2 <= len(shape) <= 4 and \
-            all(d == 1 for d in shape[:-1] + x.shape[:-1]):
-        return Act(x.name, shape)
-    imp.fail(node, f"reshaping {list(x.shape)} to {list(shape)}: glcnn reshapes between "
-                   "(1, 1, 1, C), (1, 1, C) and (1, C) (one glcnn vector), and no other "
-                   "shapes")
-
-
-@converts("Reshape", emits=(), note="between (1,1,1,C) and (1,C), or to the same shape")
-def _reshape(imp, node, args):
-    x = imp.tensor(node, args[0])
-    return reshaped(imp, node, x, [int(d) for d in np.ravel(imp.const(node, args[1], "shape"))])
-
-
-@converts("Squeeze", emits=(), note="(1,1,1,C) → (1,C)")
-def _squeeze(imp, node, args):
-    x = imp.tensor(node, args[0])
-    dims = {int(d) % x.rank for d in imp.attr(node, "squeeze_dims", [])} or \
-        {i for i, d in enumerate(x.shape) if d == 1 and i}
-    return reshaped(imp, node, x, [d for i, d in enumerate(x.shape) if i not in dims])
-
-
-@converts("ExpandDims", emits=(), note="(1,C) → (1,1,C) → (1,1,1,C)")
-def _expand_dims(imp, node, args):
-    x = imp.tensor(node, args[0])
-    axis = int(imp.scalar(node, args[1], "axis")) % (x.rank + 1)
-    return reshaped(imp, node, x, x.shape[:axis] + (1,) + x.shape[axis:])
+                       "concatenates tensors of one rank along an axis but the batch")
+    glcnn_axis = 1 if axis == rank - 1 else {3: (0, 3), 4: NCHW_AXIS}[rank][axis]
+    return imp.emit(node, "Concat", [x.name for x in xs], {"axis": glcnn_axis}, {}, rank=rank)
 
 
 @converts("Shape", emits=(), note="of a tensor: a constant (its TF shape, batch 1)")

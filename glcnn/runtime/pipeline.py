@@ -188,11 +188,11 @@ class Pipeline:
 
     def _own_layout(self, name: str, y: np.ndarray) -> np.ndarray:
         """Output `name` (read as (C, H, W)) in the model file's own shape (ONNX (1, F), TF.js
-        (1, H, W, C), ONNX (1, L, C) held as (C, 1, L), ...), else (1, C, H, W)."""
+        (1, H, W, C) and (1, L, C), ONNX (1, L, C) held as (C, 1, L), ...), else (1, C, H, W)."""
         own, meta = self.graph.meta.get("onnx_output_shapes", {}).get(name), self.graph.meta
         if not own or int(np.prod(own)) != y.size:
             return y[None]
-        if meta.get("layout") == "NHWC" and len(own) == 4 or \
+        if meta.get("layout") == "NHWC" and len(own) in (3, 4) or \
                 name in meta.get("channels_last_outputs", ()):
             return y.transpose(1, 2, 0).reshape(own)
         return y.reshape(own)

@@ -223,6 +223,36 @@ function openSize(g, r) {
   pool(g, 'pool', 'AvgPool', d, 2, 2, 'SAME');
 }
 
+// Element moves on tensors computed at run time, as detector heads write them: a conv map
+// reshaped to (1, H·W·A, K) sequences (TF order: anchors inside pixels), concatenated along
+// the sequence, an anchor constant added, a rank-3 transpose, expand_dims / squeeze, a strided
+// slice with steps, a 4-D transpose moving the batch-1 axes and a flatten to a vector.
+function views(g, r) {
+  const x = g.input('x', [-1, 4, 6, 5]);
+  const c = conv(g, 'head', '_FusedConv2D', x, weight(g, r, 'head/filter', [3, 3, 5, 12]),
+                 {fused: ['BiasAdd'], args: [weight(g, r, 'head/bias', [12], {scale: 0.2})]});
+  const boxes = g.node('boxes', 'Reshape', [c, g.ints('boxes/shape', [1, -1, 4])], T);
+  const pooled = pool(g, 'pooled', 'MaxPool', c, 2, 2, 'VALID');
+  const more = g.node('more', 'Reshape', [pooled, g.ints('more/shape', [1, 18, 4])], T);
+  const all = g.node('all', 'ConcatV2', [boxes, more, g.ints('all/axis', [1], [])],
+                     {...T, N: A.i(2)});
+  const anchored = g.node('anchored', 'AddV2',
+                          [all, weight(g, r, 'anchors', [1, 90, 4], {scale: 1})], T);
+  g.node('scores', 'Sigmoid', [anchored], T);
+  g.node('by_coord', 'Transpose', [anchored, g.ints('by_coord/perm', [0, 2, 1])], T);
+  const seq = g.node('seq', 'Reshape', [x, g.ints('seq/shape', [1, 24, 5])], T);
+  // (1, 24, 5) -> (1, 1, 24, 5) -> (1, 24, 5): glcnn (5, 1, 24) throughout, no pass.
+  const ex = g.node('ex', 'ExpandDims', [seq, g.ints('ex/axis', [1], [])], T);
+  g.node('sq', 'Squeeze', [ex], {...T, squeeze_dims: A.ints([1])});
+  g.node('strided', 'StridedSlice',
+         [c, g.ints('strided/begin', [0, 1, 0, 2]), g.ints('strided/end', [1, 4, 6, 11]),
+          g.ints('strided/strides', [1, 2, 3, 4])],
+         {...T, Index: A.type('DT_INT32'), begin_mask: A.i(1), end_mask: A.i(1),
+          shrink_axis_mask: A.i(0), ellipsis_mask: A.i(0), new_axis_mask: A.i(0)});
+  g.node('hw_swap', 'Transpose', [c, g.ints('hw_swap/perm', [0, 3, 1, 2])], T);
+  g.node('flat', 'Reshape', [pooled, g.ints('flat/shape', [1, -1])], T);
+}
+
 const CASES = {
   convs: [convs, [11, 13, 3]],
   elementwise: [elementwise, [6, 7, 5]],
@@ -230,6 +260,7 @@ const CASES = {
   classifier: [classifier, [8, 8, 3]],
   open_size: [openSize, [9, 7, 3]],
   max_min: [maxMin, [6, 12, 3]],
+  views: [views, [4, 6, 5]],
 };
 
 // Outputs: the nodes no other node reads (Consts aside), as TF.js finds them.
