@@ -7,6 +7,7 @@
 //                 3 filters (weight texture of layout.pack_filters: a grid of kh x kw tiles,
 //                   one row per output channel, one column per input channel).
 // Uniforms: u_rect (x, y, w, h) in window pixels; u_tex_shape (C, H, W, cols);
+//           u_view (x, y, w, h) texels of the tensor shown in mode 0 (a crop, or all of it);
 //           u_grid (columns, rows) of the mosaic; u_channel; u_filter (kh, kw, Cg, Co);
 //           u_range (lo, hi) with u_fixed_range = 1, else per-channel min/max from u_minmax
 //           (a (C, 1, 2) atlas from minmax.glsl); u_diverging: blue-white-red around 0.
@@ -21,6 +22,7 @@ uniform ivec4 u_tex_shape;
 uniform sampler2D u_minmax;
 uniform ivec4 u_minmax_shape;
 uniform vec4 u_rect;
+uniform ivec4 u_view;
 uniform int u_mode;
 uniform ivec2 u_grid;
 uniform int u_channel;
@@ -59,7 +61,7 @@ void main() {
     int h = u_tex_shape.y, w = u_tex_shape.z;
     vec3 color;
     if (u_mode == 0) {
-        ivec2 p = ivec2(uv * vec2(w, h));
+        ivec2 p = u_view.xy + min(ivec2(uv * vec2(u_view.zw)), u_view.zw - 1);
         vec2 r = channel_range(0);
         if (u_fixed_range == 0 && u_tex_shape.x >= 3)
             r = vec2(min(r.x, min(channel_range(1).x, channel_range(2).x)),

@@ -9,8 +9,9 @@ framebuffer with shaders/display.glsl, which maps values to colours.
 import math
 
 import moderngl
+import numpy as np
 
-from ..layout import Atlas
+from ..layout import Atlas, unpack
 from ..runtime.stats import ChannelMinMax
 
 MODES = {"image": 0, "mosaic": 1, "channel": 2, "filters": 3}
@@ -34,7 +35,7 @@ class Display:
         return self.stats.texture(texture, shape)
 
     def draw(self, target, rect, texture, shape, mode="mosaic", channel=0, value_range=None,
-             diverging=False, filters=None):
+             diverging=False, filters=None, view=None):
         """Draw `texture` into `rect` = (x, y, w, h) of framebuffer `target`.
 
         Args:
@@ -43,6 +44,8 @@ class Display:
             mode: "image", "mosaic", "channel" or "filters".
             value_range: fixed (lo, hi) mapped to black..white; None normalises on the GPU.
             diverging: colour negative values blue and positive red around zero.
+            view: (x, y, w, h) texels of the tensor to show in mode "image" (row 0 at the
+                top); None shows all of it.
         """
         minmax = self.minmax(texture, shape)
         p = self.draw_prog
@@ -55,6 +58,7 @@ class Display:
             "u_channel": int(channel), "u_grid": mosaic_grid(shape[0]),
             "u_filter": tuple(filters or (1, 1, 1, 1)), "u_range": tuple(value_range or (0, 1)),
             "u_fixed_range": int(value_range is not None), "u_diverging": int(diverging),
+            "u_view": tuple(view or (0, 0, shape[2], shape[1])),
         }
         if mode == "filters":
             kh, kw, cg, co = filters
@@ -65,6 +69,13 @@ class Display:
         target.use()
         self.ctx.gl.viewport = tuple(int(v) for v in rect)
         self.vao.render(moderngl.TRIANGLES, vertices=3)
+
+    def ranges(self, texture, shape) -> np.ndarray:
+        """(C, 2) per-channel (min, max) of the last `draw` of `texture` (for labels): reads
+        back the 2·C numbers it reduced, without reducing again."""
+        result = self.stats.buffers[(texture.glo, tuple(shape))].result
+        data = np.frombuffer(result.read(), np.float32).reshape(result.height, result.width, 4)
+        return unpack(data, (shape[0], 1, 2))[:, 0, :]
 
     def release(self):
         self.stats.release()

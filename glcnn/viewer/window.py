@@ -1,8 +1,11 @@
-"""A glfw window that runs a model on live frames and shows it, with no CPU readback.
+"""A glfw window that runs a model on live frames and shows it, every panel labelled.
 
 Panels, left to right: input | output | one layer's activations (all channels as a
-mosaic, or one channel enlarged) | that layer's filters. The model runs in the window's
-own GL context; every panel is drawn from textures by glcnn.viewer.display.
+mosaic, or one channel enlarged) | that layer's filters (glcnn.viewer.filters); below them
+a line plot (model time, or what `Viewer.plot` is fed) and a status line with the keys
+(layout: glcnn.viewer.panels). The model runs in the window's own GL context; images are
+drawn from textures by glcnn.viewer.display, text, bars and lines by glcnn.viewer.overlay.
+Only vectors (C, 1, 1) and per-channel ranges (2·C numbers) are read back, for bars and labels.
 
 Keys: the KEYS table below (printed by `h`).
 """
@@ -14,14 +17,32 @@ from pathlib import Path
 import moderngl
 import numpy as np
 
-from ..errors import ContextError, GlcnnError, ShapeError, quote
-from ..layout import Atlas
+from ..errors import ContextError, GlcnnError, quote
 from ..runtime.context import Context
 from ..runtime.pipeline import Pipeline
 from .bending import BENDABLE, Bender
 from .display import Display, mosaic_grid
-
-PANEL, GAP = 256, 8
+from .filters import FilterBank, FilterGrid, bank_of
+from .frame_input import FrameInput  # noqa: F401  (was defined here; tests import it)
+from .labels import describe_filters, describe_tensor, describe_vector, read_labels, status_line
+from .latent import LatentWalk
+from .overlay import Overlay
+from .panels import (
+    DIM,
+    GAP,
+    PANEL,  # noqa: F401  (tests import it from here)
+    PLOT_H,
+    STATUS_H,
+    WINDOW,
+    LinePlot,
+    is_vector,
+    label_lines,
+    panel_box,
+    panel_rect,
+    top_k_bars,
+    true_scale_views,
+    vector_bars,
+)
 
 # What each key does: its name (key_name) -> (Viewer method, arguments, help line).
 KEYS = {
@@ -31,6 +52,8 @@ KEYS = {
     "down": ("cycle_channel", (-1,), "previous channel"),
     "m": ("toggle_mode", (), "mosaic / single channel"),
     "d": ("toggle_diverging", (), "diverging colour map"),
+    ",": ("cycle_in_channel", (-1,), "filters: previous input channel"),
+    ".": ("cycle_in_channel", (1,), "filters: next input channel"),
     "space": ("toggle_pause", (), "pause"),
     "s": ("request_screenshot", (), "save the next frame as glcnn-<n>.png"),
     "z": ("bend", ("zero",), "zero the channel's filter and bias"),
@@ -57,26 +80,34 @@ def _glfw():
 
 
 class Viewer:
-    """Open a window running `graph` on frames from `source`.
+    """Open a window running `graph` on frames from `source`, every panel labelled.
+
+    A (nz, 1, 1) first input is a generator's latent: it gets a slowly walking latent
+    (glcnn.viewer.latent) instead of frames. Vector tensors (C, 1, 1) show as bars: the
+    output as the top TOP_K values with `labels`, others as one bar per value.
 
     Args:
         graph: the model (its first input receives the frames).
         source: a frame source from glcnn.viewer.sources.
         layer: the layer shown in the activation and filter panels (default: the first).
         visible: show the window (False renders offscreen in a hidden window).
+        labels: names of a vector output's entries (class names): a list, a text file with
+            one per line, or None.
     Raises:
         ContextError: no display or no OpenGL 3.3. GlcnnError: `layer` is no layer of the
-            graph.
+            graph; a `labels` file that cannot be read (before any window opens).
     """
 
-    def __init__(self, graph, source, layer=None, visible=True):
-        self.size = (4 * PANEL + 5 * GAP, PANEL + 2 * GAP)
+    def __init__(self, graph, source, layer=None, visible=True, labels=None):
+        self.labels = read_labels(labels) if isinstance(labels, str | Path) else labels
+        self.size = WINDOW
         self.glfw, self.window, self.ctx = open_window(self.size, "glcnn", visible)
         self.pipe = Pipeline(graph, self.ctx, keep="all")
-        self.display = Display(self.ctx)
+        self.display, self.filter_grid = Display(self.ctx), FilterGrid(self.ctx)
+        self.overlay, self.lines = Overlay(self.ctx, self.size), LinePlot()
         self.bender = Bender(self.pipe)
         self._mirror = None  # (layer, 2D copy of its filters) for the filters panel
-        self._filter_dims: dict[str, tuple] = {}  # layer -> (shape, dims) of its filters panel
+        self._banks: dict[str, FilterBank] = {}
         self.source = source
         self.input_name, self.input_shape = next(iter(graph.inputs.items()))
         self.layers = [node.name for node in graph.nodes]
@@ -84,27 +115,44 @@ class Viewer:
         if self.layer not in self.layers:
             raise GlcnnError(f"no layer {quote(self.layer)}; layers: {', '.join(self.layers)}")
         self.mode, self.channel, self.paused, self.diverging = "mosaic", 0, False, False
+        self.in_channel = 0  # the filters panel's input channel (grey tiles)
         self.pending_screenshot = None  # a path to save the next drawn frame as
-        self.frame_input = FrameInput(self.pipe)
-        self.frames, self.model_ms, self.fps = 0, 0.0, 0.0
+        self.latent = LatentWalk(self.input_shape) if is_vector(self.input_shape) else None
+        self.frame_input = None if self.latent else FrameInput(self.pipe)
+        self.frames, self.walked, self.model_ms, self.fps = 0, 0, 0.0, 0.0
         self.glfw.set_key_callback(self.window, self._on_key)
-        print(f"glcnn view: source {source.name}, {self.ctx.renderer}", file=sys.stderr)
+        out, out_shape = graph.outputs[0], self.pipe.shapes[graph.outputs[0]]
+        if self.labels is not None and len(self.labels) != out_shape[0]:
+            print(f"glcnn view: note: {len(self.labels)} labels for the {out_shape[0]} entries "
+                  f"of output {quote(out)}", file=sys.stderr)
+        fed = (f"a latent walk into {self.input_name} {self.input_shape}" if self.latent
+               else f"source {source.name}")
+        print(f"glcnn view: {fed}, {self.ctx.renderer}", file=sys.stderr)
 
     # --- frames in ---------------------------------------------------------------------
     def upload(self, frame: np.ndarray):
         """Upload an RGBA uint8 frame and pre-process it into the model's input texture."""
         self.frame_input.upload(frame, self.source.name)
 
+    def plot(self, name: str, value: float):
+        """Add `value` to series `name` of the line plot (e.g. a training loss per step)."""
+        self.lines.add(name, value)
+
     # --- drawing ---------------------------------------------------------------------------
     def step(self):
-        """One frame: read, upload, run the model, draw the panels."""
+        """One frame: read (or walk the latent), upload, run the model, draw the panels."""
         start = time.perf_counter()
-        if not self.paused or self.frames == 0:
+        if self.latent is not None and (not self.paused or self.frames == 0):
+            self.pipe.upload(self.input_name, self.latent.at(self.walked))
+            self.walked += 1
+        elif not self.paused or self.frames == 0:
             self.upload(self.source.read())
         t0 = time.perf_counter()
         self.pipe.execute()
         self.ctx.gl.finish()
         self.model_ms = (time.perf_counter() - t0) * 1e3
+        if self.frames:  # the first run compiles: seconds, off the scale
+            self.plot("model ms", self.model_ms)
         self.draw()
         if self.pending_screenshot:
             self.screenshot(self.pending_screenshot)
@@ -118,44 +166,45 @@ class Viewer:
             f"{self.model_ms:.1f} ms | {self.fps:.1f} FPS{' | paused' if self.paused else ''}")
 
     def panels(self) -> list[tuple]:
-        """(rect, texture, shape, mode, extra) for the four panels, in window pixels."""
+        """(kind, rect, name, shape, extra) of the panels in window pixels; kind is "display"
+        (Display.draw with extra), "bars", "top_k" (vectors) or "filters" (extra: bank)."""
         graph = self.pipe.graph
-        out = graph.outputs[0]
         meta = graph.meta
-        layer_shape = self.pipe.shapes[self.layer]
-        items = [
-            (self.input_name, self.input_shape, "image", meta.get("input_range")),
-            (out, self.pipe.shapes[out], "image", meta.get("output_range")),
-            (self.layer, layer_shape, self.mode, None),
-        ]
+        items = [(self.input_name, "image", meta.get("input_range")),
+                 (graph.outputs[0], "image", meta.get("output_range")),
+                 (self.layer, self.mode, None)]
+        out_shape = self.pipe.shapes[graph.outputs[0]]
+        views = true_scale_views(self.input_shape, out_shape) or (None, None)
         result = []
-        for i, (name, shape, mode, value_range) in enumerate(items):
+        for i, (name, mode, value_range) in enumerate(items):
+            shape = self.pipe.shapes[name]
+            if is_vector(shape):
+                result.append(("top_k" if i == 1 else "bars", panel_box(i), name, shape, {}))
+                continue
             mode = mode if shape[0] in (1, 3) or mode != "image" else "mosaic"
-            content = _content_size(shape, mode)
-            result.append((panel_rect(i, content), self.pipe.texture(name), shape, mode,
-                           {"value_range": value_range if mode == "image" else None}))
-        filt = self._filters()
-        if filt is not None:
-            tex, shape, dims = filt
-            content = (min(dims[2], 16) * dims[1], min(dims[3], 16) * dims[0])
-            result.append((panel_rect(3, content), tex, shape, "filters", {"filters": dims}))
+            view = views[i] if i < 2 and mode == "image" else None
+            content = view[2:] if view else _content_size(shape, mode)
+            result.append(("display", panel_rect(i, content), name, shape,
+                           {"mode": mode, "value_range": value_range if mode == "image" else None,
+                            "view": view}))
+        bank = self._bank()
+        if bank is not None:
+            result.append(("filters", panel_rect(3, bank.grid_size()), self.layer, None,
+                           {"bank": bank}))
         return result
 
-    def _filters(self):
-        """(texture, shape, dims) of the shown layer's filters panel; None for a layer without
-        filters. The shapes are looked up once per layer: bending changes values, not shapes."""
-        if self.pipe.graph.node(self.layer).op not in BENDABLE:
+    def _bank(self) -> FilterBank | None:
+        """The shown layer's filter bank; None for a layer without filters."""
+        node = self.pipe.graph.node(self.layer)
+        if node.op not in BENDABLE:
             return None
-        if self.layer not in self._filter_dims:
-            kh, kw = self.pipe.weights(self.layer)["W"].shape[2:]
-            height, width, _ = self.pipe.weight_layout(self.layer)  # the texture may be larger
-            dims = (kh, kw, width // kw, self.pipe.shapes[self.layer][0])
-            self._filter_dims[self.layer] = ((4, height, width), dims)
-        return self._filter_image(), *self._filter_dims[self.layer]
+        if self.layer not in self._banks:
+            self._banks[self.layer] = bank_of(node, self.pipe.weights(self.layer)["W"].shape)
+        return self._banks[self.layer]
 
     def _filter_image(self):
         """The shown layer's filter texture, or for filters in a buffer texture (which
-        display.glsl cannot sample) a 2D copy, made again after each edit (`bend`)."""
+        filter_grid.glsl cannot sample) a 2D copy, made again after each edit (`bend`)."""
         tex = self.pipe.weight_texture(self.layer)
         if isinstance(tex, moderngl.Texture):
             return tex
@@ -174,9 +223,32 @@ class Viewer:
         screen.use()
         self.ctx.gl.viewport = (0, 0, *self.size)
         self.ctx.gl.clear(0.12, 0.12, 0.12)
-        for rect, tex, shape, mode, extra in self.panels():
-            self.display.draw(screen, rect, tex, shape, mode, self.channel,
-                              diverging=self.diverging and mode != "image", **extra)
+        labels = {}
+        for i, (kind, rect, name, shape, extra) in enumerate(self.panels()):
+            if kind == "display":
+                self.display.draw(screen, rect, self.pipe.texture(name), shape, extra["mode"],
+                                  self.channel, value_range=extra["value_range"],
+                                  diverging=self.diverging and extra["mode"] != "image",
+                                  view=extra["view"])
+                labels[i] = describe_tensor(self, i, name, shape, extra["mode"], extra["view"])
+            elif kind == "filters":
+                self.filter_grid.draw(screen, rect, self._filter_image(), extra["bank"],
+                                      self.in_channel)
+                labels[3] = describe_filters(self, extra["bank"])
+            else:
+                values = self.pipe.read(name).reshape(-1)  # C numbers: sorted and named here
+                if kind == "top_k":
+                    top_k_bars(self.overlay, rect, values, self.labels)
+                else:
+                    vector_bars(self.overlay, rect, values)
+                labels[i] = describe_vector(self, i, name, shape, values, kind)
+        labels.setdefault(3, [f"filters: {self.layer} has none", "[ ] picks a conv layer"])
+        for i, lines in labels.items():
+            label_lines(self.overlay, i, lines)
+        self.lines.draw(self.overlay, (GAP, STATUS_H, self.size[0] - 2 * GAP, PLOT_H - 4))
+        self.overlay.text(GAP, 3, status_line(self), DIM)
+        screen.use()
+        self.overlay.flush()
 
     # --- loop, screenshot, keys ------------------------------------------------------------
     def run(self, frames=None, screenshot=None):
@@ -224,6 +296,11 @@ class Viewer:
     def cycle_channel(self, step):
         self.channel = (self.channel + step) % self.pipe.shapes[self.layer][0]
 
+    def cycle_in_channel(self, step):
+        bank = self._bank()
+        if bank is not None:
+            self.in_channel = (bank.in_channel(self.in_channel) + step) % bank.cg
+
     def toggle_mode(self):
         self.mode = "channel" if self.mode == "mosaic" else "mosaic"
 
@@ -268,82 +345,13 @@ class Viewer:
 
     def close(self):
         """Release GL objects, the source and the window."""
-        self.display.release()
-        self.frame_input.release()
+        for part in (self.display, self.filter_grid, self.overlay, self.frame_input):
+            if part is not None:
+                part.release()
         self._release_mirror()
         self.pipe.release()
         self.source.close()
         self.glfw.destroy_window(self.window)
-
-
-class FrameInput:
-    """The viewer's per-frame input path, windowless: an RGBA uint8 frame goes up through
-    a pixel buffer into a frame texture (with mipmaps), and shaders/preprocess.glsl resizes,
-    scales (graph.meta input_range, mean, std, channel_order) and writes it into the
-    pipeline's input texture. The frame texture and buffer are reallocated only when the
-    frame size changes.
-
-    Args:
-        pipe: a Pipeline whose first input receives the frames; it must keep that input's
-            texture (graph inputs always do).
-    """
-
-    def __init__(self, pipe):
-        self.ctx, self.pipe = pipe.ctx, pipe
-        self.name, self.shape = next(iter(pipe.graph.inputs.items()))
-        gray = {"GRAY": 1} if self.shape[0] == 1 else {}
-        self.program = self.ctx.program("preprocess.glsl", gray, "viewer preprocess")
-        self.vao = self.ctx.gl.vertex_array(self.program, [])
-        self.fbo = self.ctx.gl.framebuffer(color_attachments=[pipe.texture(self.name)])
-        self.fbo.viewport = self.fbo.scissor = (0, 0, *Atlas.of(self.shape).size)
-        self.frame_tex = self.pbo = None
-        self._set_uniforms(pipe.graph.meta)
-
-    def _set_uniforms(self, meta):
-        c = self.shape[0]
-        uniforms = {"u_frame": 0, "u_bgr": int(meta.get("channel_order", "rgb") == "bgr"),
-                    "u_range": tuple(meta.get("input_range", (0, 1))),
-                    "u_mean": tuple((list(meta.get("mean", [0] * c)) + [0] * 4)[:4]),
-                    "u_std": tuple((list(meta.get("std", [1] * c)) + [1] * 4)[:4]),
-                    "u_out": (c, *self.shape[1:], 1)}
-        for key, value in uniforms.items():
-            if key in self.program:
-                self.program[key].value = value
-
-    def upload(self, frame: np.ndarray, source: str = "frame source"):
-        """Upload an (H, W, 4) uint8 RGBA frame and pre-process it on the GPU.
-
-        Raises:
-            ShapeError: a frame of another shape or dtype, naming `source`.
-        """
-        if frame.ndim != 3 or frame.shape[2] != 4 or frame.dtype != np.uint8:
-            raise ShapeError(f"source {source} gave a {frame.dtype} frame of shape "
-                               f"{frame.shape}; expected (H, W, 4) uint8 RGBA")
-        h, w = frame.shape[:2]
-        if self.frame_tex is None or self.frame_tex.size != (w, h):
-            self._release_frame()
-            self.frame_tex = self.ctx.gl.texture((w, h), 4)
-            self.frame_tex.filter = (moderngl.LINEAR_MIPMAP_LINEAR, moderngl.LINEAR)
-            self.pbo = self.ctx.gl.buffer(reserve=w * h * 4)
-        self.pbo.write(np.ascontiguousarray(frame, np.uint8))
-        self.frame_tex.write(self.pbo)
-        self.frame_tex.build_mipmaps()
-        self.frame_tex.use(0)
-        self.fbo.use()
-        self.vao.render(moderngl.TRIANGLES, vertices=3)
-
-    def _release_frame(self):
-        for obj in (self.frame_tex, self.pbo):
-            if obj is not None:
-                obj.release()
-        self.frame_tex = self.pbo = None
-
-    def release(self):
-        """Free the frame texture, pixel buffer, framebuffer and vertex array."""
-        self.ctx.park()
-        self._release_frame()
-        self.fbo.release()
-        self.vao.release()
 
 
 def open_window(size, title="glcnn", visible=True):
@@ -409,18 +417,6 @@ def read_screen(ctx, size) -> np.ndarray:
         copy.release()
     image = np.frombuffer(data, np.uint8).reshape(size[1], size[0], 4)
     return np.ascontiguousarray(image[::-1, :, :3])
-
-
-def panel_rect(index: int, content) -> tuple[int, int, int, int]:
-    """Where panel `index` draws content of (width, height) texels: centred, aspect kept,
-    an integer magnification when it fits (so texels map to whole pixel blocks)."""
-    w, h = content
-    scale = min(PANEL / w, PANEL / h)
-    scale = float(int(scale)) if scale >= 1 else scale
-    rw, rh = max(1, round(w * scale)), max(1, round(h * scale))
-    x0 = GAP + index * (PANEL + GAP) + (PANEL - rw) // 2
-    y0 = GAP + (PANEL - rh) // 2
-    return x0, y0, rw, rh
 
 
 def _content_size(shape, mode) -> tuple[int, int]:

@@ -17,11 +17,10 @@ import glcnn
 from glcnn.graph import reference
 from glcnn.viewer.display import mosaic_grid
 from glcnn.viewer.sources import SyntheticSource
-from glcnn.viewer.window import GAP, KEYS, PANEL, panel_rect
+from glcnn.viewer.window import KEYS, WINDOW, panel_rect
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "weights" / "autoencoder.npz"
-WINDOW = (4 * PANEL + 5 * GAP, PANEL + 2 * GAP)
 
 
 def view(display, tmp_path, *args):
