@@ -3,13 +3,12 @@
     python demos/upscale.py [--source synthetic|camera|VIDEO|DIR] [--size W H]
 
 The model is @upscalerjs/default-model (an RDN network, MIT licence), fetched once from the
-npm registry with `npm pack` into ~/.cache/glcnn (or $GLCNN_CACHE) and loaded with glcnn's
-TF.js importer. It is not shipped with glcnn. Each frame is resized on the GPU to the
-model's input size; the output panel shows the x2 result.
+npm registry with `npm pack` into ~/.cache/glcnn (GLCNN_CACHE=0: a temporary folder) and
+loaded with glcnn's TF.js importer. It is not shipped with glcnn. Each frame is resized on the
+GPU to the model's input size; the output panel shows the x2 result.
 """
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 from glcnn import GlcnnError
 from glcnn.graph.passes import optimize
 from glcnn.importers import tfjs
+from glcnn.resources import download_dir
 from glcnn.viewer.sources import open_source_or_synthetic
 from glcnn.viewer.window import Viewer
 
@@ -28,8 +28,7 @@ PACKAGE = "@upscalerjs/default-model@1.0.0"
 
 def fetch_model() -> Path:
     """models/model.json of the npm package, downloaded and unpacked on first use."""
-    cache = Path(os.environ.get("GLCNN_CACHE", Path.home() / ".cache" / "glcnn"))
-    folder = cache / "upscalerjs-default-model-1.0.0"
+    folder = download_dir("upscalerjs-default-model-1.0.0")
     model = folder / "package" / "models" / "model.json"
     if model.is_file():
         return model

@@ -1,6 +1,10 @@
-"""Find the files glcnn ships (shaders, weights) whether installed or run from a checkout."""
+"""Find the files glcnn ships (shaders, weights) whether installed or run from a checkout, and
+where glcnn keeps what it caches and downloads."""
 
+import atexit
 import functools
+import os
+import tempfile
 from pathlib import Path
 
 from .errors import GlcnnError
@@ -36,6 +40,35 @@ def resource_path(kind: str, name: str) -> Path:
     if not path.is_file():
         raise GlcnnError(f"glcnn resource {kind}/{name} not found in {path.parent}")
     return path
+
+
+CACHE_OFF = ("0", "off", "no", "false")  # GLCNN_CACHE values that turn every cache off
+
+
+def caching() -> bool:
+    """False when GLCNN_CACHE is 0, off, no or false (any case): glcnn reads and writes no
+    cache, and `download_dir` hands out a temporary folder."""
+    return os.environ.get("GLCNN_CACHE", "1").strip().lower() not in CACHE_OFF
+
+
+def download_dir(name: str = "") -> Path:
+    """The folder (not created here) where glcnn's demos, benchmarks and tests keep what they
+    fetch from a registry (npm packages), `name` a sub-folder: `$XDG_CACHE_HOME/glcnn/<name>`
+    (~/.cache/glcnn/...); with caching off (`caching()`), one temporary folder per process,
+    removed at exit, so every start downloads again. GLCNN_CACHE only ever switches caching:
+    it is never a folder name."""
+    if caching():
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "glcnn"
+    else:
+        base = _temporary_downloads()
+    return base / name if name else base
+
+
+@functools.cache
+def _temporary_downloads() -> Path:
+    folder = tempfile.TemporaryDirectory(prefix="glcnn-downloads-")
+    atexit.register(folder.cleanup)
+    return Path(folder.name)
 
 
 @functools.cache

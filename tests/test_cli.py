@@ -1,5 +1,6 @@
 """The `glcnn` command: run/info on .npy and images, one-line errors with exit status 2."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -113,3 +114,116 @@ def test_view_runs_an_open_size_model_at_size(display, tmp_path):
         x0, y0, w, h = panel_rect(index, (40, 24))
         panels.append(shot[shot.shape[0] - (y0 + h):shot.shape[0] - y0, x0:x0 + w])
     assert panels[0].std() > 0 and np.abs(panels[0] - panels[1]).max() <= 1
+
+
+# --- the command explains itself -------------------------------------------------------------
+TFJS_AE = Path(__file__).resolve().parent / "data" / "tfjs" / "autoencoder"
+
+
+def test_version_from_the_script_and_python_m_glcnn():
+    from importlib import metadata
+    for done in (glcnn_cli("--version"),
+                 subprocess.run([sys.executable, "-m", "glcnn", "--version"],
+                                capture_output=True, text=True)):
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"glcnn {metadata.version('glcnn')}"
+    assert metadata.version("glcnn") == glcnn.__version__
+
+
+def test_python_m_glcnn_runs_like_the_script(dcgan_file, tmp_path):
+    z = np.random.default_rng(2).standard_normal((1, 16, 1, 1)).astype(np.float32)
+    np.save(tmp_path / "z.npy", z)
+    done = subprocess.run([sys.executable, "-m", "glcnn", "run", str(dcgan_file),
+                           str(tmp_path / "z.npy"), "-o", str(tmp_path / "y.npy")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ref = reference.run(glcnn.load_graph(dcgan_file), {"z": z[0]})["main.13"]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy")[0], ref, atol=1e-5)
+    bad = subprocess.run([sys.executable, "-m", "glcnn", "info", str(tmp_path / "nope.npz")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("glcnn info: error:"), bad.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "info", "diff", "bench", "view"])
+def test_help_lists_every_model_format(command):
+    done = glcnn_cli(command, "--help")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    for form in (".onnx", "glcnn .npz", "TF.js model.json", "the folder holding it",
+                 "autoencoder"):
+        assert form in text, f"glcnn {command} --help does not mention {form!r}"
+
+
+def test_run_help_lists_each_flag():
+    text = glcnn_cli("run", "--help").stdout
+    for flag in ("--mean", "--std", "--scale", "--bgr", "--layout", "--output-range",
+                 "--quiet", "--input-size", "--precision"):
+        assert flag in text
+
+
+def test_tfjs_folder_is_a_model_path_for_run_info_diff(tmp_path):
+    x = TFJS_AE / "input_enc1_input.npy"
+    done = glcnn_cli("run", TFJS_AE, x, "-o", tmp_path / "y.npy")
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), np.load(TFJS_AE / "output_dec2.npy"),
+                               atol=1e-5)
+    done = glcnn_cli("run", TFJS_AE, x, "-o", tmp_path / "y.png")  # an NHWC output as image
+    assert done.returncode == 0, done.stderr
+    expected = np.round(np.load(TFJS_AE / "output_dec2.npy")[0] * 255)
+    assert np.abs(np.asarray(Image.open(tmp_path / "y.png"), np.float64) - expected).max() <= 1
+    info = glcnn_cli("info", TFJS_AE)
+    assert info.returncode == 0 and "enc1" in info.stdout, info.stderr
+    diff = glcnn_cli("diff", TFJS_AE, x)
+    assert diff.returncode == 0 and "within tolerance" in diff.stdout, diff.stdout + diff.stderr
+
+
+@pytest.mark.gl
+def test_tfjs_folder_and_short_names_for_glcnn_load(ctx):
+    x = np.load(TFJS_AE / "input_enc1_input.npy")
+    y = glcnn.load(TFJS_AE, ctx=ctx).run(x)
+    np.testing.assert_allclose(y, np.load(TFJS_AE / "output_dec2.npy"), atol=1e-5)
+    assert glcnn.load("autoencoder", ctx=ctx).graph.inputs == {"image": (3, 96, 128)}
+
+
+def test_shipped_models_by_short_name_from_outside_the_repository(tmp_path):
+    from glcnn.importers import model_path, shipped_models
+    assert {"autoencoder", "dcgan_shapes"} <= set(shipped_models())
+    assert model_path("autoencoder") == shipped_models()["autoencoder"]
+    assert model_path("autoencoder").is_file()
+    with pytest.raises(glcnn.ModelFileError, match="shipped models, by short name: autoencoder"):
+        glcnn.load_graph("autoencodr")
+    exe = shutil.which("glcnn", path=str(Path(sys.executable).parent))
+    done = subprocess.run([exe, "info", "dcgan_shapes"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 0 and "dcgan_shapes.npz" in done.stdout, done.stderr
+
+
+def test_a_file_in_the_working_folder_wins_over_a_short_name(tmp_path, monkeypatch):
+    from glcnn.importers import model_path
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "autoencoder").mkdir()
+    (tmp_path / "autoencoder" / "model.json").write_text("{}")
+    assert model_path("autoencoder") == Path("autoencoder") / "model.json"
+
+
+@pytest.mark.parametrize("value", ["0", "off", "No", "false"])
+def test_glcnn_cache_off_never_makes_a_folder_named_after_it(value, tmp_path, monkeypatch):
+    """demos/upscale.py read GLCNN_CACHE as a folder and made one named `0`."""
+    from glcnn.resources import caching, download_dir
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GLCNN_CACHE", value)
+    folder = download_dir("pkg")
+    assert not caching() and folder.name == "pkg" and folder.is_absolute()
+    assert value not in folder.parts and not (tmp_path / value).exists()
+    monkeypatch.setenv("GLCNN_CACHE", "1")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert caching() and download_dir("pkg") == tmp_path / "xdg" / "glcnn" / "pkg"
+
+
+def test_glcnn_cache_is_read_in_one_place():
+    """Every demo, benchmark and test asks glcnn.resources (caching, download_dir)."""
+    root = Path(__file__).resolve().parents[1]
+    reads = re.compile(r'environ(\.get\(|\[)\s*"GLCNN_CACHE"')
+    readers = [p.relative_to(root).as_posix() for folder in ("glcnn", "demos", "bench", "tests")
+               for p in (root / folder).rglob("*.py") if reads.search(p.read_text())]
+    assert readers == ["glcnn/resources.py"]

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from glcnn.resources import download_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "tfjs"
 TOOLS = ROOT / "tools" / "tfjs_fixtures"
@@ -72,7 +74,7 @@ def run_graph(pipe, inputs: dict) -> dict:
 
 # --- TF.js and the upscaler from npm -------------------------------------------------------
 def cache_dir() -> Path:
-    return Path(os.environ.get("GLCNN_CACHE", Path.home() / ".cache" / "glcnn"))
+    return download_dir()
 
 
 def _npm(args: list[str], cwd: Path) -> None:

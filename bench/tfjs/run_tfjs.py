@@ -38,7 +38,8 @@ BN_EPS = 1e-5
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("GLCNN_CACHE", Path.home() / ".cache" / "glcnn")) / "tfjs-bench"
+    from glcnn.resources import download_dir
+    return download_dir("tfjs-bench")
 
 
 # --------------------------------------------------------------------------- install

@@ -70,12 +70,32 @@ def _layers(precision: str, layers: list, top: int, settings: dict) -> str:
              f"(each pass between two glFinish calls; median of up to {settings['runs']} runs):",
              f"  {'layer':<28} {'op':<24} {'output':<18} {'MFLOPs':>9} {'ms':>9} {'share':>6} "
              f"{'GFLOP/s':>8}"]
-    for r in slowest(layers, top):
+    rows = slowest(layers, top)
+    for r, name in zip(rows, short_names([r["layer"] for r in rows], 28)):
         gflops = r["mflops"] / r["median_ms"]
-        lines.append(f"  {r['layer'][:28]:<28} {r['op'][:24]:<24} {str(tuple(r['shape'])):<18} "
+        lines.append(f"  {name:<28} {r['op'][:24]:<24} {str(tuple(r['shape'])):<18} "
                      f"{r['mflops']:>9.2f} {r['median_ms']:>9.3f} {r['share']:>6.1%} "
                      f"{gflops:>8.2f}")
     return "\n".join(lines)
+
+
+def short_names(names: list, width: int) -> list:
+    """`names` cut to `width` characters for a table column, still telling them apart: a
+    long name keeps its tail ("…/conv/conv.0/Conv": layer paths differ at their end), and
+    distinct names that would still print alike end in "~1", "~2", ... instead."""
+    cut = [n if len(n) <= width else "…" + n[len(n) - width + 1:] for n in names]
+    alike: dict[str, list] = {}  # a cut name -> the distinct names it stands for
+    for name, short in zip(names, cut):
+        alike.setdefault(short, [])
+        if name not in alike[short]:
+            alike[short].append(name)
+    out = []
+    for name, short in zip(names, cut):
+        if len(alike[short]) > 1:
+            tag = f"~{alike[short].index(name) + 1}"
+            short = short[:width - len(tag)] + tag
+        out.append(short)
+    return out
 
 
 def _load(precision: str, load: dict) -> str:

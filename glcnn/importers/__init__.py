@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from ..errors import ModelFileError, quote
+from ..errors import GlcnnError, ModelFileError, quote
+from ..resources import resource_dir
 from . import npz, onnx, onnx_inputs, tfjs
 
 IMPORTERS = {".npz": npz.load, ".onnx": onnx.load, ".json": tfjs.load}
@@ -43,11 +44,49 @@ def open_inputs(path) -> dict[str, tuple]:
     return reader(path) if reader else {}
 
 
-def _importable(path) -> Path:
+def model_path(path) -> Path:
+    """Where the model `path` names is, the one place model paths are resolved (load_graph,
+    open_inputs, so glcnn.load and every glcnn command): an existing file as itself; a
+    folder holding model.json (a TF.js model as downloaded) as that model.json; a shipped
+    model's short name, e.g. "autoencoder" (`shipped_models()`), as its file in glcnn's
+    weights/. Anything else is returned as given: importing it says what is wrong."""
     path = Path(path)
-    if not path.is_file():
-        raise ModelFileError(f"{path}: no such model file")
+    try:
+        if path.is_dir() and (path / "model.json").is_file():
+            return path / "model.json"
+        if not path.exists() and not path.suffix and str(path) in shipped_models():
+            return shipped_models()[str(path)]
+    except OSError:  # e.g. a name too long for the file system: reported as no such file
+        pass
+    return path
+
+
+def shipped_models() -> dict[str, Path]:
+    """{short name: file} of the models glcnn ships in weights/ ({} if it is missing)."""
+    try:
+        folder = resource_dir("weights")
+    except GlcnnError:
+        return {}
+    return {file.stem: file for file in sorted(folder.iterdir()) if file.suffix in IMPORTERS}
+
+
+def _importable(path) -> Path:
+    path = model_path(path)
+    if _is(path, Path.is_dir):
+        raise ModelFileError(f"{path}: a folder without model.json; give a model file")
+    if not _is(path, Path.is_file):
+        names = ", ".join(shipped_models()) or "none"
+        raise ModelFileError(f"{path}: no such model file (shipped models, by short name: "
+                             f"{names})")
     if path.suffix.lower() not in IMPORTERS:
         raise ModelFileError(f"{path}: unknown model format {quote(path.suffix)}; "
                              f"supported: {', '.join(IMPORTERS)}")
     return path
+
+
+def _is(path: Path, test) -> bool:
+    """`test(path)` (Path.is_file, Path.is_dir), False where the OS refuses the name."""
+    try:
+        return test(path)
+    except OSError:
+        return False

@@ -50,7 +50,8 @@ from ..errors import GlcnnError, quote
 from ..graph.graph import Graph
 from ..limits import memory_budget, mib
 from ..ops.base import all_finite, remember_finite
-from . import load_graph
+from ..resources import caching
+from . import load_graph, model_path
 from . import npz as native
 from .onnx_inputs import check_input_size
 
@@ -83,7 +84,7 @@ def load_optimized(path, cache: bool | None = None, input_size=None) -> Graph:
         `input_size` that is not two positive integers.
     """
     from ..graph.passes import optimize
-    path = Path(path)
+    path = model_path(path)  # a TF.js folder or a shipped model's short name: its file
     input_size = None if input_size is None else check_input_size(input_size)
     entry = _entry_for(path, cache, input_size)
     if entry is not None and entry.is_file():
@@ -117,8 +118,7 @@ def _entry_for(path: Path, cache: bool | None, input_size=None) -> Path | None:
     another format, a file modified within RACY_SECONDS, or one that cannot be read (its
     importer then says so properly)."""
     if cache is None:
-        cache = os.environ.get("GLCNN_CACHE", "1").strip().lower() not in ("0", "off", "no",
-                                                                         "false")
+        cache = caching()
     if not cache or path.suffix.lower() not in CACHED_SUFFIXES:
         return None
     try:

@@ -73,6 +73,9 @@ class Context:
         self.programs: dict[tuple[str, str], moderngl.Program] = {}
         self._held: dict[moderngl.Program, dict] = {}  # uniform values written by set_uniforms
         self.compiles = 0
+        # Called with the layer after each program() request (compiled or cached): a
+        # progress bar's hook (glcnn run); None: nothing is called.
+        self.progress = None
         if ctx.version_code < 330:
             raise ContextError(f"glcnn needs OpenGL 3.3; {self.renderer} offers {self.version}")
         # moderngl re-binds the last used framebuffer after creating a new one; if that one
@@ -294,6 +297,8 @@ class Context:
                 print(f"[glcnn] GLSL for {layer} ({shader}):\n{source}")
         elif debug.level() >= 2:
             print(f"[glcnn] program cache hit: {shader} for {layer}")
+        if self.progress is not None:
+            self.progress(layer)
         return self.programs[key]
 
     def set_uniforms(self, program: moderngl.Program, values: dict) -> None:

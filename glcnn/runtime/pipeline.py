@@ -29,7 +29,7 @@ from .gl import DTYPE_BYTES, BufferTexture
 from .plan import Plan
 from .precision import NUMPY_DTYPE, TEXTURE_DTYPE, U8Ranges
 from .readback import Readback
-from .summary import table
+from .summary import Views, table
 from .weights import Weights
 
 PRECISIONS = TEXTURE_DTYPE
@@ -53,7 +53,7 @@ def _gl_errors(method):
     return wrapper
 
 
-class Pipeline:
+class Pipeline(Views):
     """A compiled model.
 
     Args:
