@@ -5,9 +5,11 @@
 //   REFLECT: mirror about the edge without repeating it (pads < n, checked in pad.py);
 //   SYMMETRIC: mirror repeating the edge (TF's MirrorPad SYMMETRIC; pads <= n);
 //   WRAP: periodic.
-// Defines: CONSTANT | EDGE | REFLECT | SYMMETRIC | WRAP.
+// With CHANNEL_PAD (CONSTANT only) output channel c is input channel c - u_channel_pad, or
+// u_value where that is outside [0, C) (lanes read channel by channel).
+// Defines: CONSTANT | EDGE | REFLECT | SYMMETRIC | WRAP; CHANNEL_PAD.
 // Uniforms: u_input_shape, u_pad (left, top) >= 0, u_crop (x, y) >= 0, u_extent (W', H'),
-//           u_value (CONSTANT).
+//           u_value (CONSTANT), u_channel_pad (CHANNEL_PAD: channels added in front).
 // Samplers: u_input.
 
 #if defined(CONSTANT) + defined(EDGE) + defined(REFLECT) + defined(SYMMETRIC) + defined(WRAP) != 1
@@ -20,6 +22,9 @@ uniform ivec2 u_pad;
 uniform ivec2 u_crop;
 uniform ivec2 u_extent;
 uniform float u_value;
+#ifdef CHANNEL_PAD
+uniform int u_channel_pad;
+#endif
 
 ivec2 source(ivec2 i, ivec2 n) {
 #if defined(EDGE)
@@ -45,5 +50,16 @@ vec4 compute(int slice, int oy, int ox) {
     }
 #endif
     ivec2 p = u_crop + source(i, u_extent);
+#ifdef CHANNEL_PAD
+    ivec4 c = 4 * slice + ivec4(0, 1, 2, 3) - u_channel_pad;  // input channel of each lane
+    vec4 v = vec4(u_value);
+    for (int k = 0; k < 4; ++k) {
+        if (c[k] >= 0 && c[k] < u_input_shape.x) {
+            v[k] = fetch_channel(u_input, u_input_shape, c[k], p.y, p.x);
+        }
+    }
+    return v;
+#else
     return fetch(u_input, u_input_shape, slice, p.y, p.x);
+#endif
 }

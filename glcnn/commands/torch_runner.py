@@ -353,7 +353,8 @@ def _pad(node, shapes):
     _, h, w = shapes[x]
     crop = (slice(None), slice(None), slice(max(-top, 0), h - max(-bottom, 0)),
             slice(max(-left, 0), w - max(-right, 0)))
-    pads = tuple(max(p, 0) for p in (left, right, top, bottom))
+    pads = tuple(max(p, 0) for p in (left, right, top, bottom)) + \
+        ((int(a["pads"][1]), int(a["pads"][5])) if a["pads"][1] or a["pads"][5] else ())
     if a.get("mode") == "symmetric":  # no torch mode: gather rows and columns
         rows, cols = (torch.from_numpy(np.pad(np.arange(n), (max(b, 0), max(e, 0)), "symmetric"))
                       for n, b, e in ((h - max(-top, 0) - max(-bottom, 0), top, bottom),

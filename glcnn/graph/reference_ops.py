@@ -380,7 +380,7 @@ def pad(x, pads, mode="constant", value=0.0):
     top, left, bottom, right = pads[2], pads[3], pads[6], pads[7]
     _, h, w = x.shape
     x = x[:, max(-top, 0):h - max(-bottom, 0), max(-left, 0):w - max(-right, 0)]
-    width = ((0, 0), (max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0)))
+    width = ((pads[1], pads[5]), (max(top, 0), max(bottom, 0)), (max(left, 0), max(right, 0)))
     extra = {"constant_values": value} if mode == "constant" else {}
     return np.pad(x, width, mode=mode, **extra)
 

@@ -22,6 +22,8 @@ Weights from TF's layout to glcnn's:
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..registry import enter
 
 CONVERTERS: dict = {}
@@ -158,6 +160,31 @@ def _fused_conv2d(imp, node, args):
           note="as _FusedConv2D")
 def _fused_depthwise(imp, node, args):
     return _conv(imp, node, args, depthwise=True, fused=True)
+
+
+@converts("Conv2DBackpropInput", emits=("ConvTranspose",),
+          note="a transposed conv: output size from input_sizes, SAME/VALID/EXPLICIT as TF")
+def _conv_backprop_input(imp, node, args):
+    """The adjoint of the Conv2D whose input has `input_sizes`: an ONNX ConvTranspose with the
+    forward conv's pads, and output_padding for the rows a strided VALID conv never reads."""
+    sizes = [int(v) for v in np.ravel(imp.const(node, args[0], "input_sizes"))]
+    w, x = imp.const(node, args[1], "filter", ndim=4), imp.act(node, args[2])
+    imp.nhwc(node)
+    kh, kw, co, ci = w.shape  # forward conv: co input channels, ci output channels
+    c, h, width = imp.glcnn_shape(x)
+    if ci != c or len(sizes) != 4 or sizes[3] != co or min(sizes[1:3]) < 1:
+        imp.fail(node, f"filter {list(w.shape)} and input_sizes {sizes} do not fit "
+                       f"{list(x.shape)}")
+    strides, dilations = imp.hw(node, "strides"), imp.hw(node, "dilations")
+    pads = imp.pads(node, sizes[1:3], (kh, kw), strides, dilations)
+    extra = [n - ((i - 1) * s + (k - 1) * d + 1 - b - e) for n, i, k, s, d, b, e in zip(
+        sizes[1:3], (h, width), (kh, kw), strides, dilations, pads[:2], pads[2:])]
+    if any(not 0 <= p < max(s, d) for p, s, d in zip(extra, strides, dilations)):
+        imp.fail(node, f"input_sizes {sizes} is not an output size of this transposed conv")
+    attrs = {"strides": strides, "dilations": dilations, "group": 1, "pads": pads,
+             "output_padding": extra}
+    return imp.emit(node, "ConvTranspose", [x.name], attrs, {"W": w.transpose(3, 2, 0, 1)},
+                    rank=4)
 
 
 @converts("MatMul", "_FusedMatMul", emits=("Gemm", *ACTIVATION_OPS),

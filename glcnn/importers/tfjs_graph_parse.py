@@ -5,9 +5,11 @@ import base64
 import re
 from dataclasses import dataclass
 
-from ..errors import ModelFileError, quote
+from ..errors import ModelFileError, UnsupportedOpError, quote
 
 SOURCES = ("Placeholder", "Const", "NoOp")
+# TF's while loops: the only cycles a valid graph has.
+CONTROL_FLOW = ("Enter", "Exit", "LoopCond", "Merge", "NextIteration", "Switch")
 MAX_NODES = 100_000
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -72,6 +74,7 @@ def dependency_order(nodes: dict[str, TfNode], outputs: list[str], filename: str
 
     Raises:
         ModelFileError: no outputs, an input naming no node, a cycle.
+        UnsupportedOpError: a cycle of a while loop (control flow).
     """
     if not outputs:
         raise ModelFileError(f"{filename}: the graph model has no outputs")
@@ -93,6 +96,11 @@ def dependency_order(nodes: dict[str, TfNode], outputs: list[str], filename: str
             stack.append((name, reader))
             for source, _ in reversed(nodes[name].inputs):
                 if state.get(source) == 1:
+                    loops = sorted({n.op for n in nodes.values() if n.op in CONTROL_FLOW})
+                    if loops:
+                        raise UnsupportedOpError(
+                            f"{filename}: the graph loops (control flow: {', '.join(loops)}); "
+                            "glcnn runs graphs without control flow")
                     raise ModelFileError(f"{filename}: the graph has a cycle through "
                                          f"{quote(source)}")
                 if state.get(source) != 2:

@@ -16,7 +16,8 @@ from .tfjs_graph_ops import Act, converts, folds
 NCHW_AXIS = (0, 2, 3, 1)  # TF NHWC axis -> glcnn NCHW axis
 BINARY = {"Add": "Add", "AddV2": "Add", "BiasAdd": "Add", "Sub": "Sub", "Mul": "Mul",
           "RealDiv": "Div", "Div": "Div"}
-NUMPY = {"Add": np.add, "AddV2": np.add, "BiasAdd": np.add, "Sub": np.subtract,
+NUMPY = {"Neg": np.negative, "Sqrt": np.sqrt, "Rsqrt": lambda x: 1 / np.sqrt(x),
+         "Square": np.square, "Add": np.add, "AddV2": np.add, "BiasAdd": np.add, "Sub": np.subtract,
          "Mul": np.multiply, "RealDiv": np.divide, "Div": np.divide, "Maximum": np.maximum,
          "Minimum": np.minimum}
 
@@ -36,15 +37,45 @@ def _binary(imp, node, args):
     return imp.emit(node, op, [x.name], swap, {"B": imp.operand(node, c, x)}, rank=x.rank)
 
 
+UNARY = {"Neg": ("Mul", {}, -1.0), "Sqrt": ("Sqrt", {}, None),
+         "Rsqrt": ("Pow", {"exponent": -0.5}, None), "Square": ("Pow", {"exponent": 2.0}, None)}
+
+
+@converts(*UNARY, emits=("Mul", "Sqrt", "Pow"),
+          note="Neg: x·(−1); Rsqrt, Square: Pow (−0.5, 2); of tensors of any rank")
+def _unary(imp, node, args):
+    x = imp.act(node, args[0])
+    op, attrs, factor = UNARY[node.op]
+    weights = {"B": np.full(1, factor, np.float32)} if factor is not None else {}
+    return imp.emit(node, op, [x.name], attrs, weights, rank=x.rank)
+
+
+@converts("AddN", emits=("Add",), note="tensors: a chain of two-input Adds")
+def _add_n(imp, node, args):
+    xs = [imp.act(node, a) for a in args]
+    if len(xs) == 1:
+        return xs[0]
+    y = xs[0]
+    for i, x in enumerate(xs[1:], start=1):
+        shape = imp.broadcast(node, y.shape, x.shape)
+        y = imp.emit(node, "Add", [y.name, x.name], {}, {}, rank=len(shape),
+                     suffix="" if i == len(xs) - 1 else f"add{i}")
+    return y
+
+
 @converts("Maximum", "Minimum", "ClipByValue", emits=("Clip", "Max", "Min"),
-          note="two tensors (broadcast as Add): Max / Min; with a constant scalar: Clip")
+          note="two tensors (broadcast as Add): Max / Min; with a constant scalar (either "
+               "side): Clip")
 def _clip(imp, node, args):
     if node.op in ("Maximum", "Minimum") and all(isinstance(a, Act) for a in args):
         a, b = args
         shape = imp.broadcast(node, a.shape, b.shape)
         return imp.emit(node, node.op[:3], [a.name, b.name], {}, {}, rank=len(shape))
-    x = imp.act(node, args[0])
-    bounds = [imp.scalar(node, v, "bound") for v in args[1:]]
+    if node.op in ("Maximum", "Minimum"):  # max(c, x) = max(x, c)
+        x, c = args if isinstance(args[0], Act) or not isinstance(args[1], Act) else args[::-1]
+        x, bounds = imp.act(node, x), [imp.scalar(node, c, "bound")]
+    else:
+        x, bounds = imp.act(node, args[0]), [imp.scalar(node, v, "bound") for v in args[1:]]
     attrs = {"Maximum": {"min": bounds[0]}, "Minimum": {"max": bounds[0]}}.get(
         node.op, {"min": bounds[0], "max": bounds[-1]})
     return imp.emit(node, "Clip", [x.name], attrs, {}, rank=x.rank)
@@ -93,14 +124,17 @@ def _pool(imp, node, args):
 
 # --- padding, resizing, channels --------------------------------------------------------------
 @converts("Pad", "PadV2", "MirrorPad", emits=("Pad",),
-          note="H and W; constant (PadV2's value), MirrorPad REFLECT and SYMMETRIC")
+          note="H and W, and C with a constant; constant (PadV2's value), MirrorPad REFLECT "
+               "and SYMMETRIC")
 def _pad(imp, node, args):
     x = imp.act(node, args[0])
     pads = imp.const(node, args[1], "paddings").astype(np.int64)
-    if x.rank != 4 or pads.shape != (4, 2) or pads[0].any() or pads[3].any() or pads.min() < 0:
-        imp.fail(node, f"paddings {pads.tolist()} of {list(x.shape)}: glcnn pads H and W")
-    attrs = {"pads": [0, 0, int(pads[1, 0]), int(pads[2, 0]), 0, 0, int(pads[1, 1]),
-                      int(pads[2, 1])]}
+    if x.rank != 4 or pads.shape != (4, 2) or pads[0].any() or pads.min() < 0 or \
+            pads[3].any() and node.op == "MirrorPad":
+        imp.fail(node, f"paddings {pads.tolist()} of {list(x.shape)}: glcnn pads H and W, "
+                       "and C with a constant")
+    attrs = {"pads": [0, int(pads[3, 0]), int(pads[1, 0]), int(pads[2, 0]), 0,
+                      int(pads[3, 1]), int(pads[1, 1]), int(pads[2, 1])]}
     if node.op == "MirrorPad":
         mode = imp.attr(node, "mode", "")
         if mode not in ("REFLECT", "SYMMETRIC"):
@@ -172,7 +206,7 @@ def _identity(imp, node, args):
 
 # --- numpy folds of constant inputs ---------------------------------------------------------
 def _fold_binary(node, args, attr):
-    return NUMPY[node.op](args[0], args[1]).astype(np.float32)
+    return np.asarray(NUMPY[node.op](*args[:2]), np.float32)
 
 
 for _op in NUMPY:

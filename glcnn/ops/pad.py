@@ -1,4 +1,5 @@
-"""Pad on H and W (ONNX semantics, NCHW, batch 1), negative pads cropping.
+"""Pad on H and W (ONNX semantics, NCHW, batch 1), negative pads cropping; and on C with a
+constant.
 
 Negative pads first crop the input to x' of size (H', W') (as onnxruntime does); the
 positive pads (t, l, b, r) then give
@@ -23,8 +24,9 @@ with m the identity inside [0, n) and, outside it:
 | mode      | constant | constant, reflect, symmetric, edge, wrap                      |
 | value     | 0.0      | the constant (the importer's name for `constant_value`)       |
 
-No weights. Refused: non-zero pads on N or C, reflect with a pad ≥ the (cropped) size,
-symmetric with a pad > it.
+Pads on C add channels of the constant (mode constant, C pads ≥ 0: TF graphs pad channels
+before a residual add). No weights. Refused: pads on N, negative or non-constant pads on C,
+reflect with a pad ≥ the (cropped) size, symmetric with a pad > it.
 """
 
 from ..errors import UnsupportedOpError, quote
@@ -44,9 +46,12 @@ class Pad(Op):
             self.fail(f"mode={quote(self.mode)} unsupported; supported: {MODES}",
                       UnsupportedOpError)
         pads = self.attr_ints("pads", 8, ())
-        if pads[:2] != (0, 0) or pads[4:6] != (0, 0):
-            self.fail(f"pads={list(pads)} pad N or C; only H and W can be padded",
-                      UnsupportedOpError)
+        if pads[0] or pads[4]:
+            self.fail(f"pads={list(pads)} pad N; glcnn runs batch 1", UnsupportedOpError)
+        self.channels = (pads[1], pads[5])  # (front, back)
+        if any(self.channels) and (self.mode != "constant" or min(self.channels) < 0):
+            self.fail(f"pads={list(pads)} on C: only added channels of a constant (mode "
+                      "'constant', C pads >= 0)", UnsupportedOpError)
         self.begin, self.end = pads[2:4], pads[6:8]  # (top, left), (bottom, right)
         _, h, w = self.in_shapes[0]
         self.extent = tuple(n - max(-b, 0) - max(-e, 0) for n, b, e in
@@ -63,13 +68,14 @@ class Pad(Op):
                       f"(cropped) size {self.extent}", UnsupportedOpError)
 
     def output_shape(self):
-        return (self.in_shapes[0][0],
-                *(n + b + e for n, b, e in zip(self.in_shapes[0][1:], self.begin, self.end)))
+        return tuple(n + b + e for n, b, e in zip(self.in_shapes[0], (self.channels[0],
+                     *self.begin), (self.channels[1], *self.end)))
 
     def defines(self):
-        return {self.mode.upper(): 1}
+        return {self.mode.upper(): 1} | ({"CHANNEL_PAD": 1} if any(self.channels) else {})
 
     def uniforms(self):
         (top, left), (h, w) = self.begin, self.extent
         return {"u_pad": (max(left, 0), max(top, 0)), "u_crop": (max(-left, 0), max(-top, 0)),
-                "u_extent": (w, h), "u_value": float(self.node.attrs.get("value", 0.0))}
+                "u_extent": (w, h), "u_value": float(self.node.attrs.get("value", 0.0))} | \
+            ({"u_channel_pad": self.channels[0]} if any(self.channels) else {})

@@ -37,7 +37,8 @@ DATA = ROOT / "tests" / "data" / "tfjs_graph"
 # max |glcnn − TF.js| / max |TF.js| for whole models in fp32, as for layers models.
 # Measured on Mesa llvmpipe: ≤ 5e-7 on the fixtures, 1.2e-7 on nsfwjs.
 TOLERANCE = 1e-4
-CASES = ["convs", "elementwise", "spatial", "classifier", "open_size", "max_min", "views"]
+CASES = ["convs", "elementwise", "spatial", "classifier", "open_size", "max_min", "views",
+         "more_ops"]
 
 
 def case(name: str) -> dict:
@@ -194,6 +195,21 @@ def test_a_fold_only_op_on_a_runtime_tensor_is_refused(tmp_path):
     path = copy_case("classifier", tmp_path, DATA)
     edit(path, lambda doc: tf_node(doc, "target")["input"].__setitem__(1, "fc2"))
     with pytest.raises(glcnn.UnsupportedOpError, match=r"node 'target' \(Pack\).*constants"):
+        tfjs.load(path)
+
+
+def test_a_while_loop_is_refused_as_control_flow(tmp_path):
+    """A loop is the only cycle a valid TF graph has: it is named as control flow, not as a
+    malformed file (the human package's handtrack and faceboxes models)."""
+    path = copy_case("classifier", tmp_path, DATA)
+
+    def loop(doc):
+        nodes = doc["modelTopology"]["node"]
+        nodes.append({"name": "merge", "op": "Merge", "input": ["x", "next"], "attr": {}})
+        nodes.append({"name": "next", "op": "NextIteration", "input": ["merge"], "attr": {}})
+        tf_node(doc, "conv")["input"][0] = "merge"
+    edit(path, loop)
+    with pytest.raises(glcnn.UnsupportedOpError, match="control flow: Merge, NextIteration"):
         tfjs.load(path)
 
 

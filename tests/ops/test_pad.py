@@ -102,8 +102,7 @@ def test_reference_matches_torch(mode, value, pads, shape):
 
 
 ERRORS = [
-    ({"pads": [0, 1, 0, 0, 0, 0, 0, 0]}, "only H and W", "pad-channels"),
-    ({"pads": [1, 0, 0, 0, 0, 0, 0, 0]}, "only H and W", "pad-batch"),
+    ({"pads": [1, 0, 0, 0, 0, 0, 0, 0]}, "pad N", "pad-batch"),
     ({"pads": [0, 0, 1, 1, 0, 0, 1, 1], "mode": "mirror"}, "mode='mirror'", "mode-mirror"),
     ({"pads": [0, 0, 5, 0, 0, 0, 0, 0], "mode": "symmetric"}, "may exceed",
      "symmetric-too-far"),
@@ -139,3 +138,45 @@ def test_torch_runner_matches_reference(mode, value, pads, shape):
     x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
     got = TorchRunner(graph, threads=1)({"x0": x})["y"]
     np.testing.assert_array_equal(got, reference.run(graph, {"x0": x})["y"].astype(np.float32))
+
+
+# (front, back) channels, (top, left, bottom, right), input shape: channels of the constant
+CHANNEL_CASES = [((0, 5), (0, 0, 0, 0), (3, 4, 5)), ((2, 3), (1, 0, 2, 1), (6, 5, 4)),
+                 ((4, 0), (0, 0, 0, 0), (8, 3, 3)), ((1, 6), (-1, 1, 0, -2), (5, 4, 6))]
+
+
+def _channel_attrs(channels, pads, value=0.5):
+    front, back = channels
+    top, left, bottom, right = pads
+    return {"mode": "constant", "value": value,
+            "pads": [0, front, top, left, 0, back, bottom, right]}
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize(("channels", "pads", "shape"), CHANNEL_CASES,
+                         ids=[f"c{c}-p{'_'.join(map(str, p))}-{s}" for c, p, s in CHANNEL_CASES])
+def test_channel_pad_matches_reference(ctx, channels, pads, shape, precision):
+    check_op(ctx, "Pad", _channel_attrs(channels, pads), [shape], precision=precision)
+
+
+@pytest.mark.parametrize(("channels", "pads", "shape"), CHANNEL_CASES)
+def test_channel_pad_reference_matches_onnxruntime_and_torch(channels, pads, shape):
+    from glcnn.commands.torch_runner import TorchRunner
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    attrs = _channel_attrs(channels, pads)
+    ref = reference.evaluate(Node("Pad", "y", ["x"], attrs), {"x": x.astype(np.float64)})
+    expected = run_node("Pad", [x], {"mode": "constant"},
+                        [np.array(attrs["pads"], np.int64), np.array(0.5, np.float32)])
+    np.testing.assert_array_equal(ref, expected)
+    got = TorchRunner(single_op_graph("Pad", attrs, [shape]), threads=1)({"x0": x})["y"]
+    np.testing.assert_array_equal(got, ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("attrs", [
+    {"pads": [0, 1, 0, 0, 0, 0, 0, 0], "mode": "edge"},
+    {"pads": [0, -1, 0, 0, 0, 0, 0, 0]},
+    {"pads": [1, 0, 0, 0, 0, 0, 0, 0]},
+], ids=["edge-on-channels", "channel-crop", "batch"])
+def test_refused_channel_and_batch_pads(attrs):
+    with pytest.raises(glcnn.UnsupportedOpError, match="layer 'y'.*pads="):
+        make_op(Node("Pad", "y", ["x"], attrs), [(3, 4, 4)])

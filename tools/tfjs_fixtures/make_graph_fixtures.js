@@ -253,6 +253,38 @@ function views(g, r) {
   g.node('flat', 'Reshape', [pooled, g.ints('flat/shape', [1, -1])], T);
 }
 
+// What TF.js graphs of real models (@vladmandic/human) use besides: transposed convs as
+// Conv2DBackpropInput (SAME stride 2 to an odd size; VALID stride 2 with the row a strided
+// VALID conv never reads), AddN of three tensors, channels padded with zeros before a
+// residual add, Maximum and Minimum with the constant first (PReLU written out), Neg, Square,
+// Sqrt and Rsqrt (an L2 normalisation written out).
+function moreOps(g, r) {
+  const x = g.input('x', [-1, 5, 6, 4]);
+  const up = g.node('up', 'Conv2DBackpropInput',
+                    [g.ints('up/sizes', [1, 9, 11, 3]), weight(g, r, 'up/filter', [3, 3, 3, 4]), x],
+                    {...T, strides: A.ints([1, 2, 2, 1]), padding: A.s('SAME'),
+                     data_format: A.s('NHWC'), dilations: A.ints([1, 1, 1, 1])});
+  g.node('up_valid', 'Conv2DBackpropInput',
+         [g.ints('up_valid/sizes', [1, 12, 14, 2]), weight(g, r, 'up_valid/filter', [3, 3, 2, 4]),
+          x],
+         {...T, strides: A.ints([1, 2, 2, 1]), padding: A.s('VALID'), data_format: A.s('NHWC'),
+          dilations: A.ints([1, 1, 1, 1])});
+  const c = conv(g, 'conv', 'Conv2D', x, weight(g, r, 'conv/filter', [1, 1, 4, 4]));
+  const wide = g.node('wide', 'Pad', [x, g.ints('wide/paddings', [0, 0, 0, 0, 0, 0, 1, 2],
+                                                 [4, 2])], T);
+  const c7 = conv(g, 'conv7', 'Conv2D', x, weight(g, r, 'conv7/filter', [1, 1, 4, 7]));
+  g.node('residual', 'AddV2', [wide, c7], T);
+  g.node('sum3', 'AddN', [x, c, g.node('neg', 'Neg', [c], T)], {...T, N: A.i(3)});
+  const squared = g.node('squared', 'Square', [c], T);
+  g.node('norm', 'Mul', [c, g.node('rsqrt', 'Rsqrt', [g.node('eps', 'AddV2',
+    [squared, g.constant('eps/value', [1e-3], [])], T)], T)], T);
+  g.node('root', 'Sqrt', [squared], T);
+  const pos = g.node('pos', 'Maximum', [g.constant('zero', [0], []), up], T);
+  const neg = g.node('negpart', 'Minimum', [g.constant('zero2', [0], []), up], T);
+  g.node('prelu', 'AddV2', [pos, g.node('scaled', 'Mul', [neg, g.constant('alpha', [0.25], [])],
+                                        T)], T);
+}
+
 const CASES = {
   convs: [convs, [11, 13, 3]],
   elementwise: [elementwise, [6, 7, 5]],
@@ -261,6 +293,7 @@ const CASES = {
   open_size: [openSize, [9, 7, 3]],
   max_min: [maxMin, [6, 12, 3]],
   views: [views, [4, 6, 5]],
+  more_ops: [moreOps, [5, 6, 4]],
 };
 
 // Outputs: the nodes no other node reads (Consts aside), as TF.js finds them.
