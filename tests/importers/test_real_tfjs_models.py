@@ -6,7 +6,7 @@ Each package is fetched with `npm pack NAME@VERSION`, its tarball pinned by SHA-
 pinned @tensorflow/tfjs 4.22.0 of tools/tfjs_fixtures, run in node with the cpu backend on
 the package's own model definition (its `setup(tf)` registers the package's layer classes).
 No npm, node or registry fails the test, never skips it. The photo is skimage's astronaut
-(tests/importers/test_real_models.py fetches it from scikit-image's wheel).
+(tests/real_models.py fetches it from scikit-image's wheel).
 
 | model | package | scale | input range | error |
 |---|---|---|---|---|
@@ -15,11 +15,12 @@ No npm, node or registry fails the test, never skips it. The photo is skimage's 
 | RRDN GAN (154 Conv2D, custom layers) | @upscalerjs/esrgan-legacy 1.0.0 | ×4 | 0..1 | 1.3e-6 |
 
 The GAN's custom classes (MultiplyBeta, PixelShuffle4x) get glcnn builders through
-`glcnn.importers.tfjs.register_layer` as a user would (README "Custom TF.js layers"). Every
-model leaves H and W open: each runs through `glcnn.load` (an OpenSizePipeline) at 64×64 and
-40×56 and through `glcnn run MODEL.json IN.npy -o OUT.npy` with no size hint (for the GAN,
-`glcnn.cli.main` in a process that registered the builders first), compared with TF.js on
-the same input: scaled error max|a - b| / max|b| <= 1e-4 at fp32 (the table: the worst
+`glcnn.importers.tfjs.register_layer` as a user would (README "Custom TF.js layers"); the pins,
+these builders and the inputs live in tests/real_models.py (bench/bench_real.py times the same
+models). Every model leaves H and W open: each runs through `glcnn.load` (an OpenSizePipeline)
+at 64×64 and 40×56 and through `glcnn run MODEL.json IN.npy -o OUT.npy` with no size hint (for
+the GAN, `glcnn.cli.main` in a process that registered the builders first), compared with TF.js
+on the same input: scaled error max|a - b| / max|b| <= 1e-4 at fp32 (the table: the worst
 measured on llvmpipe). TF.js's outputs are cached by the hash of package, model and input.
 """
 
@@ -29,91 +30,38 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
-from test_real_models import FACE, PHOTOS, fetch
-from tfjs_cases import TFJS, TOOLS, cache_dir, npm_package, relative_error, tfjs_node_modules
+from real_models import (
+    PHOTOS,
+    SrModel,
+    fetch,
+    model_json,
+    register_builders,
+    sr_photo,
+    unregister_builders,
+)
+from real_models import SR_MODELS as MODELS
+from real_models import SR_PACKAGES as PACKAGES
+from tfjs_cases import TFJS, TOOLS, cache_dir, relative_error, tfjs_node_modules
 
 import glcnn
-from glcnn.importers import tfjs
 
 pytestmark = pytest.mark.gl
 
 TOLERANCE = 1e-4  # scaled error, fp32, as test_real_models.py
 HERE = Path(__file__).resolve().parent
-
-PACKAGES = {  # npm spec -> SHA-256 of the tarball `npm pack` fetches
-    "@upscalerjs/esrgan-slim@1.0.0":
-        "b53070ff01363e74d33138106dcc72b58d341c9fb7e8fd648554a4e7744142b5",
-    "@upscalerjs/esrgan-medium@1.0.0":
-        "367471ded0629387b9aabc75183be0b80d39d46c3f509945ebde4f5bf7a49627",
-    "@upscalerjs/esrgan-legacy@1.0.0":
-        "fcf8aea836069facd61b43caf6c212da67465eefe010d5e5db2d644aefa4f206",
-}
-
-
-@dataclass(frozen=True)
-class SrModel:
-    package: str      # a PACKAGES key
-    definition: str   # the package's model definition module (its `default` export)
-    scale: int
-    input_range: int  # the definition's inputRange [0, this]
-
-    def folder(self) -> Path:
-        return npm_package(self.package, PACKAGES[self.package])
-
-
-def _slim(scale: int, size: str = "slim") -> SrModel:
-    return SrModel(f"@upscalerjs/esrgan-{size}@1.0.0",
-                   f"dist/cjs/models/esrgan-{size}/src/x{scale}/index.js", scale, 255)
-
-
-MODELS = {
-    "esrgan-slim-x2": _slim(2),
-    "esrgan-slim-x4": _slim(4),
-    "esrgan-medium-x2": _slim(2, "medium"),
-    "esrgan-medium-x4": _slim(4, "medium"),
-    "esrgan-legacy-gans-x4": SrModel("@upscalerjs/esrgan-legacy@1.0.0",
-                                     "dist/cjs/models/esrgan-legacy/src/gans/index.js", 4, 1),
-}
 SIZES = [(64, 64), (40, 56)]  # (H, W) of the two inputs run through one OpenSizePipeline
-
-
-# --- the GAN's custom layers, as a user registers them ------------------------------------------
-def pixel_shuffle(block: int):
-    """TF.js's depthToSpace(x, block, "NHWC"): glcnn's DepthToSpace in DCR mode."""
-    def build(imp, call):
-        if imp.layout != "NHWC":
-            imp.fail(call, f"PixelShuffle{block}x reads NHWC data")
-        x = imp.act(call)
-        y = imp.emit(call, "DepthToSpace", [x.name], {"blocksize": block, "mode": "DCR"})
-        return tfjs.Tensor(y, 4)
-    return build
-
-
-def multiply_beta(imp, call):
-    """x · beta; the package's class always multiplies by 0.2 (its config says the same)."""
-    x = imp.act(call)
-    y = imp.emit(call, "Mul", [x.name], weights={"B": [call.config.get("beta", 0.2)]})
-    return tfjs.Tensor(y, x.rank)
-
-
-def register_builders() -> None:
-    """What a user of @upscalerjs/esrgan-legacy's GAN does before glcnn.load."""
-    tfjs.register_layer("PixelShuffle4x", pixel_shuffle(4), emits=("DepthToSpace",))
-    tfjs.register_layer("MultiplyBeta", multiply_beta, emits=("Mul",))
 
 
 @pytest.fixture(scope="module", autouse=True)
 def builders():
     register_builders()
     yield
-    for name in ("PixelShuffle4x", "MultiplyBeta"):
-        tfjs.unregister_layer(name)
+    unregister_builders()
 
 
 # --- TF.js's own output --------------------------------------------------------------------------
@@ -168,28 +116,11 @@ def tfjs_reference(model: SrModel, x: np.ndarray, tmp_path: Path) -> tuple[np.nd
     return y, info
 
 
-def model_json(model: SrModel, info: dict | None = None) -> Path:
-    return model.folder() / (info["path"] if info else _model_path(model))
-
-
-def _model_path(model: SrModel) -> str:
-    if "gans" in model.definition:
-        return "models/gans/model.json"
-    return f"models/x{model.scale}/model.json"
-
-
 # --- inputs --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def astronaut() -> Image.Image:
     path = next(p for m, p in fetch(PHOTOS).items() if m.endswith("astronaut.png"))
     return Image.open(path).convert("RGB")
-
-
-def photo(image: Image.Image, size, input_range: int) -> np.ndarray:
-    """(1, H, W, 3) float32 in 0..input_range: the astronaut's face, resized."""
-    h, w = size
-    face = image.crop(FACE).resize((w, h), Image.Resampling.BICUBIC)
-    return (np.asarray(face, np.float32) / 255 * input_range)[None]
 
 
 def check(model_id: str, y: np.ndarray, ref: np.ndarray, x: np.ndarray) -> float:
@@ -210,7 +141,7 @@ def test_load_matches_tfjs(model_id, astronaut, tmp_path):
     with glcnn.load(model_json(model)) as pipe:
         assert isinstance(pipe, glcnn.OpenSizePipeline)
         for size in SIZES:
-            x = photo(astronaut, size, model.input_range)
+            x = sr_photo(astronaut, size, model.input_range)
             ref, info = tfjs_reference(model, x, tmp_path)
             assert (info["scale"], info["inputRange"]) == (model.scale, [0, model.input_range])
             assert model_json(model, info) == model_json(model)
@@ -223,12 +154,12 @@ def test_cli_matches_tfjs(model_id, astronaut, tmp_path):
     """`glcnn run MODEL.json IN.npy -o OUT.npy`, no size hint; for the GAN through
     glcnn.cli.main after registering its builders (a user's wrapper script)."""
     model = MODELS[model_id]
-    x = photo(astronaut, SIZES[0], model.input_range)
+    x = sr_photo(astronaut, SIZES[0], model.input_range)
     np.save(tmp_path / "in.npy", x)
     args = ["run", str(model_json(model)), str(tmp_path / "in.npy"), "-o",
             str(tmp_path / "out.npy")]
     code = ("import sys; from glcnn.cli import main; "
-            + ("from test_real_tfjs_models import register_builders; register_builders(); "
+            + ("from real_models import register_builders; register_builders(); "
                if "gans" in model.definition else "")
             + f"sys.exit(main({args!r}))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent),

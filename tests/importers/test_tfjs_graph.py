@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 from PIL import Image
-from test_real_models import PHOTOS, fetch
+from real_models import PHOTOS, fetch
 from tfjs_cases import (
     ROOT,
     copy_case,
