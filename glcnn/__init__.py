@@ -31,6 +31,7 @@ from .runtime.context import Context
 from .runtime.open_size import OpenSizePipeline
 from .runtime.pipeline import Pipeline, Readback
 from .runtime.precision import TOLERANCE
+from .train import Trainer
 
 
 def load(path, ctx=None, precision: str = "fp32", keep=(), strategy=None,
@@ -93,6 +94,6 @@ __all__ = [
     "save",
     "Context", "ContextError", "GlcnnError", "Graph", "GraphError", "MismatchError",
     "ModelFileError", "Node", "NothingComparedError", "OpenSizePipeline", "Pipeline", "Readback",
-    "ShaderCompileError", "ShapeError", "TextureSizeError", "TOLERANCE", "UnsupportedOpError",
-    "WeightError",
+    "ShaderCompileError", "ShapeError", "TextureSizeError", "TOLERANCE", "Trainer",
+    "UnsupportedOpError", "WeightError",
 ]

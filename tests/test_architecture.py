@@ -27,8 +27,9 @@ ALLOWED = {
     "runtime": {"leaf", "ops", "graph", "moderngl", "glcontext"},
     "viewer": {"leaf", "ops", "graph", "importers", "runtime", "moderngl", "glfw", "glcontext"},
     "commands": {"leaf", "ops", "graph", "importers", "runtime", "moderngl", "glcontext"},
+    "train": {"leaf", "ops", "graph", "importers", "runtime", "moderngl", "glcontext"},
     "cli": {"leaf", "ops", "graph", "importers", "runtime", "viewer", "commands"},
-    "package": {"leaf", "ops", "graph", "importers", "runtime"},  # glcnn/__init__.py
+    "package": {"leaf", "ops", "graph", "importers", "runtime", "train"},  # glcnn/__init__.py
 }
 
 

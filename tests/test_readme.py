@@ -130,8 +130,39 @@ def check_custom_layers(ctx, folder: Path, arrays) -> None:
     assert_close(arrays["y"], expected, "fp32", "README custom TF.js layers block")
 
 
+def check_training(ctx, folder: Path, arrays) -> None:
+    """The Trainer block: its 5 Adam losses and enc1 weights are PyTorch's from the same init
+    (1e-3 relative); trained.npz and the trainer's pipeline run the trained weights."""
+    b = glcnn.Builder(seed=0)
+    x = b.input("image", (3, 16, 16))
+    h = b.conv(x, 8, 4, stride=2, padding=1, activation="Relu", name="enc1")
+    graph = b.build([b.conv_transpose(h, 3, 4, stride=2, padding=1, activation="Sigmoid",
+                                      name="dec1")])
+    params = {f"{n.name}.{k}": torch.tensor(np.asarray(n.weights[key], np.float64),
+                                            requires_grad=True)
+              for n in graph.nodes for k, key in (("weight", "W"), ("bias", "B"))}
+    opt = torch.optim.Adam(params.values(), lr=1e-2)
+    batch = torch.from_numpy(np.random.default_rng(0).random((4, 3, 16, 16), dtype=np.float32))
+    for got in arrays["losses"]:
+        h = torch.relu(torch.nn.functional.conv2d(batch.double(), params["enc1.weight"],
+                                                  params["enc1.bias"], 2, 1))
+        y = torch.sigmoid(torch.nn.functional.conv_transpose2d(h, params["dec1.weight"],
+                                                               params["dec1.bias"], 2, 1))
+        loss = torch.nn.functional.mse_loss(y, batch.double())
+        assert abs(got - loss.item()) <= 1e-3 * loss.item()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    want = params["enc1.weight"].detach().numpy()
+    assert np.abs(arrays["enc1_weight"] - want).max() <= 1e-3 * np.abs(want).max()
+    trained = glcnn.load_graph(folder / "trained.npz")
+    ref = reference.run(trained, {"image": batch[0].numpy()})["dec1"]
+    assert_all_close({"dec1": arrays["y"]}, {"dec1": ref}, "fp32", "README training block")
+
+
 # A block's check is chosen by a line only that block holds.
 CHECKS = {
+    't.save("trained.npz")': check_training,
     'tfjs.register_layer("PixelShuffle2x"': check_custom_layers,
     'y = pending.result()': check_api,
     'graph = b.build([y], weights="w.npz")': check_builder,

@@ -66,6 +66,14 @@ EXCEPTIONS = {
     ("Tile", ONNX): _MOVE + " (each axis read as (repeat, size))",
     ("SpaceToDepth", ONNX): _MOVE + " (the view (b, b, C, H/b, W/b))",
 }
+# Backward ops (glcnn/train/grad_ops.py): made by glcnn.train.backward for glcnn.Trainer, tested
+# against PyTorch autograd in tests/train; no model file holds them and no forward runs them.
+_BACKWARD = "glcnn-internal backward op of glcnn.Trainer (glcnn/train/backward.py)"
+EXCEPTIONS |= {(op, table): _BACKWARD + why
+               for op in ("ConvGradWeight", "ConvGradBias", "ActivationGrad", "LossGrad", "LossSum")
+               for table, why in ((ONNX, "; ONNX has no such op"),
+                                  ("torch runner BUILDERS",
+                                   "; tests/train compares it with torch autograd instead"))}
 # The TF.js importer itself (glcnn/importers/tfjs.py), outside any converter, emits a Gemm
 # reordering a flattened vector into glcnn's order and a Mul copying an output.
 TFJS_IMPORTER_OPS = {"Gemm", "Mul"}

@@ -58,6 +58,12 @@ NOTES = {
     "AveragePool": "as MaxPool, plus count_include_pad (ONNX/PyTorch divisor rule)",
     "Resize": "H/W by scales or sizes; nearest (4 rounding modes) or bilinear; 6 coordinate modes",
     "Upsample": "pre-opset-10 Resize: asymmetric coordinates, floor; scales ≥ 1",
+    "ConvGradWeight": "training (glcnn.Trainer): dL/dW of a Conv / ConvTranspose in its filter "
+                      "layout; sums of > 4096 terms drawn in chunks added by blending",
+    "ConvGradBias": "training: dL/dB of a conv, in its bias layout",
+    "ActivationGrad": "training: dY · f′ of Relu, LeakyRelu, Sigmoid, Tanh, Elu from their output",
+    "LossGrad": "training: dL/dy of a mean MSE, L1 or BCE (PyTorch's)",
+    "LossSum": "training: the loss of a sample as one texel (BCE logs clamped at −100)",
     "Pad": "H/W only; constant, reflect, edge, wrap; negative pads crop",
     "Concat": "axis C (1–8 inputs of any channel counts), H or W (whole texels)",
     "Rearrange": "internal: any element gather (reshape across layouts, rank-3/5/6 transpose, "

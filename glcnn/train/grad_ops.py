@@ -1,0 +1,216 @@
+"""The backward ops: gradients as ordinary glcnn ops (one class + one `.glsl` each), GL-free.
+
+A weight gradient is a "tensor" whose atlas *is* the forward op's weight texture layout, so the
+optimiser updates weights texel by texel and the viewer draws gradients as filters:
+
+| op               | inputs                 | output                                            |
+|------------------|------------------------|---------------------------------------------------|
+| ConvGradWeight   | x (forward input), dZ  | dL/dW as (4, S·kh, cols·kw): layout.pack_filters   |
+|                  |                        | of the forward conv (its `conv_weights` view)      |
+| ConvGradBias     | dZ                     | dL/dB as (4, 1, S): layout.pack_channels           |
+| ActivationGrad   | dY, y (forward output) | dZ = dY · f'(z), f' written in terms of y          |
+| LossGrad         | y, target              | dL/dy for a mean-reduced MSE / L1 / BCE            |
+| LossSum          | y, target              | (4, 1, 1): the loss (sum of terms · u_scale) in R  |
+
+dZ is the gradient of a conv's output before its fused activation. The gradient of a conv's
+input is the forward op of the other kind (Conv <-> ConvTranspose) on dZ with the same weight
+array (glcnn/train/backward.py). ConvGradWeight, ConvGradBias and LossSum sum over rows
+`u_rows` = (first, count) of the positions summed: the trainer draws them in chunks of at most
+CHUNK_TERMS terms per fragment, adding the chunks (and the samples of a batch) by blending.
+"""
+
+import numpy as np
+
+from ..errors import UnsupportedOpError, quote
+from ..graph.graph import Node
+from ..layout import Atlas, channels_shape, filters_shape
+from ..ops.base import Op, make_op, register
+
+CHUNK_TERMS = 4096  # most terms one fragment sums in one draw
+LOSSES = ("mse", "l1", "bce")
+# Activations whose derivative the backward pass computes from their output y (all a fused
+# conv epilogue leaves): y > 0 iff z > 0 needs alpha > 0 for LeakyRelu and Elu.
+GRAD_ACTIVATIONS = {"Relu": None, "LeakyRelu": 0.01, "Sigmoid": None, "Tanh": None, "Elu": 1.0}
+
+
+def forward_conv(node: Node, x_shape) -> Op:
+    """The forward Conv / ConvTranspose op of a gradient node: its geometry attributes and
+    weight W, on input shape `x_shape` (what decides the weight layout)."""
+    keys = ("strides", "pads", "dilations", "group", "output_padding")
+    attrs = {k: node.attrs[k] for k in keys if k in node.attrs}
+    forward = Node(node.attrs["forward"], node.name, ["x"], attrs, {"W": node.weights["W"]})
+    return make_op(forward, [x_shape])
+
+
+def rows_chunks(rows: int, row_terms: int) -> list[tuple[int, int]]:
+    """(first, count) row ranges of at most CHUNK_TERMS // row_terms rows (at least one)."""
+    step = max(1, CHUNK_TERMS // max(1, row_terms))
+    return [(r, min(step, rows - r)) for r in range(0, rows, step)]
+
+
+@register("ConvGradWeight")
+class ConvGradWeight(Op):
+    """dL/dW of a Conv or ConvTranspose (attribute forward), in the forward op's filter layout.
+
+    Conv:          dW[o, c, ky, kx] = Σ_{oy,ox} dZ[o, oy, ox] · x[g·Cg + c, oy·s − p + ky·d, ..]
+    ConvTranspose: dW[ci, j, ky, kx] = Σ_{iy,ix} x[ci, iy, ix] · dZ[g·Cog + j, iy·s − p + ky·d, ..]
+
+    | attribute                             | meaning                                   |
+    |---------------------------------------|-------------------------------------------|
+    | forward                               | "Conv" or "ConvTranspose"                 |
+    | strides, pads, dilations, group, ...  | the forward op's                          |
+
+    Weights: W, the forward weight (shapes only). Output (4, S·kh, cols·kw): texel
+    (c·kw + kx, s·kh + ky) holds output channels 4s..4s+3 of input channel c (pack_filters).
+    """
+
+    shader = "conv_grad_weight.glsl"
+    samplers = ("u_input", "u_grad")
+
+    def check(self):
+        if self.node.attrs.get("forward") not in ("Conv", "ConvTranspose"):
+            self.fail(f"forward={quote(self.node.attrs.get('forward'))} must be Conv or "
+                      "ConvTranspose", UnsupportedOpError)
+        self.fwd = forward_conv(self.node, self.in_shapes[0])
+        if self.fwd.output_shape() != self.in_shapes[1]:
+            self.fail(f"gradient has shape {self.in_shapes[1]}, the forward output is "
+                      f"{self.fwd.output_shape()}")
+
+    def transposed(self) -> bool:
+        return self.fwd.op_type == "ConvTranspose"
+
+    def output_shape(self):
+        ci, co, cg, cog = self.fwd.channels()
+        kh, kw = self.fwd.W.shape[2:]
+        height, width, _ = filters_shape(co, kh, kw, self.fwd._columns())
+        return 4, height, width
+
+    def defines(self):
+        return {"TRANSPOSED": 1} if self.transposed() else {}
+
+    def summed(self) -> tuple[int, int]:
+        """(rows, columns) of the positions summed: dZ's (Conv) or x's (ConvTranspose)."""
+        return self.in_shapes[0 if self.transposed() else 1][1:]
+
+    def uniforms(self):
+        ci, co, cg, cog = self.fwd.channels()
+        kh, kw = self.fwd.W.shape[2:]
+        same = int(self.fwd.group == 1 or cog % 4 == 0)  # the 4 lanes read one input channel
+        return {"u_stride": self.fwd.strides[::-1], "u_dilation": self.fwd.dilations[::-1],
+                "u_pad": (self.fwd.pads[1], self.fwd.pads[0]), "u_kernel": (kw, kh),
+                "u_groups": (cg, cog, same, 0), "u_rows": (0, self.summed()[0])}
+
+    def flops(self):
+        return 2 * int(np.prod(self.fwd.W.shape)) * int(np.prod(self.summed()))
+
+
+@register("ConvGradBias")
+class ConvGradBias(Op):
+    """dL/dB[o] = Σ_{y,x} dZ[o, y, x], laid out as layout.pack_channels: output (4, 1, S).
+
+    No attributes, no weights.
+    """
+
+    shader = "conv_grad_bias.glsl"
+    samplers = ("u_grad",)
+
+    def output_shape(self):
+        return 4, 1, channels_shape(self.in_shapes[0][0])[1]
+
+    def uniforms(self):
+        return {"u_rows": (0, self.in_shapes[0][1])}
+
+
+@register("ActivationGrad")
+class ActivationGrad(Op):
+    """dZ = dY · f'(z) of an activation y = f(z), from its output y:
+
+    | act (op)  | f'                 |
+    |-----------|--------------------|
+    | Relu      | y > 0              |
+    | LeakyRelu | y > 0 ? 1 : alpha  |
+    | Sigmoid   | y (1 − y)          |
+    | Tanh      | 1 − y²             |
+    | Elu       | y > 0 ? 1 : y + alpha |
+
+    Attribute act: {"op": ..., "alpha": ...} (alpha > 0). Inputs dY, y of one shape.
+    """
+
+    shader = "activation_grad.glsl"
+    samplers = ("u_grad", "u_input")
+
+    def check(self):
+        act = self.node.attrs.get("act")
+        if not isinstance(act, dict) or act.get("op") not in GRAD_ACTIVATIONS:
+            self.fail(f"no backward pass for activation {quote(act)}; supported: "
+                      f"{', '.join(GRAD_ACTIVATIONS)}", UnsupportedOpError)
+        if self.alpha() is not None and not self.alpha() > 0:
+            self.fail(f"{act['op']} alpha={self.alpha()} must be > 0 to train (its derivative "
+                      "is read from its output)", UnsupportedOpError)
+        if self.in_shapes[0] != self.in_shapes[1]:
+            self.fail(f"gradient {self.in_shapes[0]} and output {self.in_shapes[1]} differ")
+
+    def alpha(self):
+        act = self.node.attrs["act"]
+        default = GRAD_ACTIVATIONS[act["op"]]
+        return None if default is None else float(act.get("alpha", default))
+
+    def defines(self):
+        return {"GRAD_" + self.node.attrs["act"]["op"].upper(): 1}
+
+    def uniforms(self):
+        return {"u_alpha": self.alpha() or 0.0}
+
+
+class _LossBase(Op):
+    samplers = ("u_input", "u_target")
+
+    def check(self):
+        if self.node.attrs.get("loss") not in LOSSES:
+            self.fail(f"loss {quote(self.node.attrs.get('loss'))} unknown; expected one of "
+                      f"{', '.join(LOSSES)}", UnsupportedOpError)
+        if self.in_shapes[0] != self.in_shapes[1]:
+            self.fail(f"output {self.in_shapes[0]} and target {self.in_shapes[1]} differ")
+
+    def defines(self):
+        return {"LOSS_" + self.node.attrs["loss"].upper(): 1}
+
+    def scale(self) -> float:
+        """1 / (samples · elements): the mean over a batch of `samples` (attribute)."""
+        return 1.0 / (int(self.node.attrs.get("samples", 1)) * int(np.prod(self.in_shapes[0])))
+
+
+@register("LossGrad")
+class LossGrad(_LossBase):
+    """dL/dy of a mean-reduced loss, PyTorch's: MSE 2(y − t)·k, L1 sign(y − t)·k, BCE
+    (y − t) / max(y(1 − y), 1e-12)·k, with k = 1 / (samples · C·H·W).
+
+    Attributes: loss ("mse" | "l1" | "bce"), samples (batch size, default 1).
+    """
+
+    shader = "loss_grad.glsl"
+
+    def uniforms(self):
+        return {"u_scale": self.scale()}
+
+
+@register("LossSum")
+class LossSum(_LossBase):
+    """The loss of one sample as its share of the batch mean, Σ terms · k (see LossGrad), in R
+    of a one-texel (4, 1, 1) output; BCE clamps its logs at −100 as PyTorch does.
+
+    Attributes: as LossGrad.
+    """
+
+    shader = "loss_sum.glsl"
+
+    def output_shape(self):
+        return 4, 1, 1
+
+    def summed(self) -> tuple[int, int]:
+        """(rows, columns) of texels summed: the whole atlas of y."""
+        width, height = Atlas.of(self.in_shapes[0]).size
+        return height, width
+
+    def uniforms(self):
+        return {"u_scale": self.scale(), "u_rows": (0, self.summed()[0])}

@@ -1,0 +1,291 @@
+"""Train a Graph on the GPU: `Trainer(graph, loss=..., optimizer=...)`, `step(x, target)`.
+
+The forward pass is an ordinary `Pipeline` (`trainer.pipeline`, keep="all" so every tensor
+stays readable), running on the training weights. The backward pass is the graph of
+glcnn/train/backward.py compiled by the same Compiler into passes of its own, reading the
+forward pipeline's textures: a Pipeline cannot host it, since it draws some passes several
+times adding into their output (weight gradients and the loss are sums over space, cut into
+chunks of at most grad_ops.CHUNK_TERMS terms per fragment, and over a batch's samples, added by
+blending), its inputs are another pipeline's textures, and the weight textures of the convs
+computing input gradients are rewritten each step (glcnn/train/optim.py). Only the loss texel
+is read back per step.
+"""
+
+import dataclasses
+
+import moderngl
+import numpy as np
+
+from ..errors import GlcnnError, ShapeError, quote
+from ..graph.builder import load_state_dict
+from ..graph.graph import Graph
+from ..importers.npz import save as save_npz
+from ..layout import Atlas, pack, unpack
+from ..ops import build_ops
+from ..runtime.compiler import Compiler
+from ..runtime.pipeline import Pipeline
+from ..runtime.plan import Plan
+from .backward import LOSS, TARGET, backward_graph
+from .grad_ops import LOSSES, ConvGradBias, ConvGradWeight, LossSum, rows_chunks
+from .optim import Hyper, Slot
+from .weights import from_layout
+
+
+class _Plan(Plan):
+    """The backward passes' plan: direct passes, every tensor its own texture, and no weight
+    in a buffer texture (the input-gradient convs' filters are drawn into each step)."""
+
+    def buffered(self, op):
+        return []
+
+    def reads_input_buffer(self, op, in_place) -> bool:
+        """Weight gradients read the forward input x from a buffer texture (INPUT_BUFFER in
+        conv_grad_weight.glsl) where it fits one: 32² autoencoder on llvmpipe, its two
+        64↔256-channel weight gradients 43 -> 23 ms each, 6.7 -> 9.6 steps/s at batch 1."""
+        if isinstance(op, ConvGradWeight):
+            width, height = self.allocated(Atlas.of(self.shapes[op.node.inputs[0]]).size)
+            return self.ctx.buffer_fits(width * height)
+        return super().reads_input_buffer(op, in_place)
+
+
+class Trainer:
+    """Train `graph` on the GPU with a mean-reduced loss and a PyTorch optimiser.
+
+    Args:
+        graph: Conv, ConvTranspose (fused activations and residual adds included), Relu,
+            LeakyRelu, Sigmoid, Tanh, Elu and Add layers, one output.
+        loss: "mse", "l1" or "bce" (mean over every element and sample, as PyTorch's).
+        optimizer: "sgd" (momentum, nesterov, weight_decay), "adam" or "adamw" (betas, eps,
+            weight_decay), each as PyTorch's.
+        ctx: as for Pipeline.
+    Raises:
+        UnsupportedOpError: a layer this phase cannot train, named. GlcnnError: bad settings.
+    """
+
+    def __init__(self, graph: Graph, loss: str = "mse", optimizer: str = "sgd", lr: float = 1e-3,
+                 momentum: float = 0.0, nesterov: bool = False, betas=(0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, ctx=None):
+        if loss not in LOSSES:
+            raise GlcnnError(f"loss {quote(loss)} unknown; expected one of {', '.join(LOSSES)}")
+        try:
+            self.hyper = Hyper(optimizer, float(lr), float(momentum), bool(nesterov),
+                               (float(betas[0]), float(betas[1])), float(eps),
+                               float(weight_decay))
+        except (TypeError, ValueError, IndexError) as exc:
+            raise GlcnnError(f"optimizer settings lr={quote(lr)}, momentum={quote(momentum)}, "
+                             f"betas={quote(betas)}, eps={quote(eps)}, weight_decay="
+                             f"{quote(weight_decay)}: expected numbers ({exc})") from None
+        self.hyper.check()
+        bgraph, self.params = backward_graph(graph, loss)
+        self.pipeline = Pipeline(graph, ctx, "fp32", keep="all")
+        self.ctx, self.steps = self.pipeline.ctx, 0
+        self.backward, self.passes, self.slots = bgraph, [], []
+        try:
+            self._compile(bgraph)
+        except BaseException:
+            self.release()
+            raise
+
+    def _compile(self, bgraph: Graph) -> None:
+        """The backward passes and the optimiser's slots (see the module docstring)."""
+        ops, self.shapes = build_ops(bgraph)
+        # Direct passes: the blocked form of the input-gradient convs saved ~10 ms of a 150 ms
+        # step (32² autoencoder) for 4× the test suite's program compiles.
+        plan = _Plan(bgraph, ops, self.shapes, self.ctx, "fp32", "direct", set(self.shapes))
+        self._compiler = compiler = Compiler(self.ctx, plan, self.shapes, "fp32", None)
+        for name in bgraph.inputs:
+            compiler.textures[name] = (compiler.new_texture(name) if name == TARGET
+                                       else self.pipeline.texture(name))
+        compiler.allocate({n.name: n.name for n in bgraph.nodes})
+        for op in ops:
+            p = compiler.make_pass(op, op.all_textures())
+            if "u_input_width" in p.uniforms:  # a direct pass: make_pass leaves the buffer out
+                p.input_buffer = compiler.input_buffer(compiler.textures[op.node.inputs[0]])
+                p.copy_input = True
+            self.passes.append(p)
+        chunks = {id(p): _chunks(p.op) for p in self.passes}
+        self._chunks = {key: rows for key, rows in chunks.items() if rows is not None}
+        for param in self.params:
+            self.slots.append(self._slot(param, compiler))
+        self.ctx.check_error("compiling the backward passes")
+
+    def _forward_op(self, layer: str):
+        return next(p.op for p in self.pipeline.passes if p.op.node.name == layer)
+
+    def _slot(self, param, compiler) -> Slot:
+        op = self._forward_op(param.layer)
+        sampler = "u_weights" if param.key == "W" else "u_params"
+        data = op.all_textures()[sampler]
+        grad = compiler.textures[param.grad]
+        if Atlas.of(self.shapes[param.grad]).size != (data.shape[1], data.shape[0]):
+            raise GlcnnError(f"layer {quote(param.layer)}: gradient layout "
+                             f"{self.shapes[param.grad]} does not match {data.shape}")
+        slot = Slot(self.ctx, lambda size: compiler.new_image(size, dtype="f4"), data, grad,
+                    self.hyper, self.pipeline.weight_texture(param.layer, sampler))
+        dx = next((p for p in self.passes if p.op.node.name == f"dx:{param.layer}"), None)
+        if dx is not None and param.key == "W":
+            ci, co, cg, cog = op.channels()
+            bci, bco, bcg, bcog = dx.op.channels()
+            texture = dict(dx.weights)["u_weights"]
+            height, width, _ = dx.op.all_texture_shapes()["u_weights"]
+            kh, kw = op.W.shape[2:]
+            slot.add_transpose(texture, (width, height),
+                               {"u_map": (cg, cog, bco, bcg), "u_kernel": (kw, kh)})
+        return slot
+
+    # --- one step ------------------------------------------------------------------------
+    def step(self, x, target) -> float:
+        """One optimiser step on a batch: gradients of the mean loss over its samples.
+
+        Args:
+            x, target: (C, H, W) or (N, C, H, W) arrays (the model input's and output's).
+        Returns:
+            The loss of the batch before the step (one texel read back).
+        Raises:
+            ShapeError: shapes that do not match the model or each other.
+        """
+        xs, ts = self._batch(x, target)
+        self.ctx.activate()
+        scale = 1.0 / (len(xs) * ts[0].size)
+        for p in self.passes:
+            if "u_scale" in p.uniforms:
+                p.uniforms["u_scale"] = scale
+        for p in self.passes:
+            if id(p) in self._chunks:
+                p.fbo.clear()
+        name = next(iter(self.pipeline.graph.inputs))
+        for xi, ti in zip(xs, ts):
+            self.pipeline.upload(name, xi)
+            self.pipeline.execute()
+            self.upload_target(ti)
+            self.run_backward()
+        self.steps += 1
+        for slot in self.slots:
+            slot.update(self.steps)
+        self.ctx.check_error("a training step")
+        loss = self._pass(LOSS).fbo.read(viewport=(0, 0, 1, 1), components=4, dtype="f4")
+        return float(np.frombuffer(loss, np.float32)[0])
+
+    def upload_target(self, t: np.ndarray) -> None:
+        size = Atlas.of(self.shapes[TARGET]).size
+        self._compiler.textures[TARGET].write(pack(t.astype(np.float32)).tobytes(),
+                                               viewport=(0, 0, *size))
+
+    def run_backward(self) -> None:
+        """Draw the backward passes for the sample in the pipeline's textures, adding the
+        weight gradients and the loss into their textures."""
+        gl = self.ctx.gl
+        textures = self._compiler.textures
+        for p in self.passes:
+            chunks = self._chunks.get(id(p))
+            if chunks is None:
+                p.draw(self.ctx, textures, None)
+                continue
+            gl.enable(moderngl.BLEND)
+            gl.blend_func = moderngl.ONE, moderngl.ONE
+            for rows in chunks:
+                p.uniforms["u_rows"] = rows
+                p.draw(self.ctx, textures, None)
+            gl.disable(moderngl.BLEND)
+            gl.blend_func = moderngl.DEFAULT_BLENDING
+
+    def _batch(self, x, target):
+        xs, ts = np.asarray(x, np.float32), np.asarray(target, np.float32)
+        if xs.ndim == 3 and ts.ndim == 3:
+            xs, ts = xs[None], ts[None]
+        in_shape = tuple(next(iter(self.pipeline.graph.inputs.values())))
+        if xs.ndim != 4 or ts.ndim != 4 or len(xs) != len(ts) or len(xs) == 0 or \
+                xs.shape[1:] != in_shape or ts.shape[1:] != self.shapes[TARGET]:
+            raise ShapeError(f"step(x {xs.shape}, target {ts.shape}): expected (N, "
+                             f"{in_shape}) and (N, {self.shapes[TARGET]}), or without N")
+        if not (np.isfinite(xs).all() and np.isfinite(ts).all()):
+            raise ShapeError("step(): x or target has NaN or Inf values")
+        return xs, ts
+
+    def _pass(self, name: str):
+        return next(p for p in self.passes if p.op.node.name == name)
+
+    # --- results -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """{"layer.weight": W, "layer.bias": B} in PyTorch's layouts, read from the GPU."""
+        self.ctx.activate()
+        return {p.torch_name: from_layout(self._forward_op(p.layer), p.key, slot.read())
+                for p, slot in zip(self.params, self.slots)}
+
+    def gradients(self) -> dict[str, np.ndarray]:
+        """The last step's weight gradients, named and shaped as `state_dict`."""
+        self.ctx.activate()
+        out = {}
+        for p in self.params:
+            layout = self._read(p.grad).transpose(1, 2, 0)  # the (4, H, W) tensor's texels
+            out[p.torch_name] = from_layout(self._forward_op(p.layer), p.key, layout)
+        return out
+
+    def gradient(self, tensor: str) -> np.ndarray:
+        """dL/d`tensor` (a forward tensor, not a graph input) of the last sample, (C, H, W)."""
+        grads = self.backward.meta["gradients"]
+        if tensor not in grads:
+            raise GlcnnError(f"no gradient of {quote(tensor)}; there are gradients of "
+                             f"{', '.join(map(quote, grads))}")
+        return self._read(grads[tensor])
+
+    def _read(self, name: str) -> np.ndarray:
+        """Backward tensor `name` as float32 (C, H, W)."""
+        tex = self._compiler.textures[name]
+        data = np.frombuffer(tex.read(), np.float32).reshape(tex.height, tex.width, 4)
+        return unpack(data, self.shapes[name])
+
+    def trained_graph(self) -> Graph:
+        """A copy of the graph holding the current weights (the caller's is never written)."""
+        graph = self.pipeline.graph
+        nodes = [dataclasses.replace(n, weights=dict(n.weights)) for n in graph.nodes]
+        copy = dataclasses.replace(graph, nodes=nodes, meta=dict(graph.meta))
+        return load_state_dict(copy, self.state_dict(), strict=False)
+
+    def save(self, path) -> None:
+        """Write the trained model to `path` in glcnn's native .npz format."""
+        save_npz(self.trained_graph(), path)
+
+    def release(self) -> None:
+        """Free every GL object of the backward passes, the optimiser and the pipeline."""
+        self.ctx.activate()
+        for slot in self.slots:
+            slot.release()
+        compiler = getattr(self, "_compiler", None)
+        forward = {id(self.pipeline.textures[n]) for n in self.backward.inputs if n != TARGET
+                   and n in self.pipeline.textures}
+        owned = {id(t): t for t in (compiler.textures.values() if compiler else ())
+                 if id(t) not in forward}
+        for p in self.passes:
+            p.vao.release()
+            p.fbo.release()
+            for _, tex in p.weights:
+                tex.release()
+        for tex in owned.values():
+            tex.release()
+        for buffer in (compiler.input_buffers.values() if compiler else ()):
+            buffer.release()
+        self.slots, self.passes = [], []
+        self.pipeline.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        return (f"Trainer({len(self.params)} weights, {len(self.passes)} backward passes, "
+                f"{self.hyper.name}, step {self.steps})")
+
+
+def _chunks(op) -> list[tuple[int, int]] | None:
+    """Row chunks of a summing pass (drawn adding into its output), None for the others."""
+    if isinstance(op, ConvGradWeight | LossSum):
+        rows, columns = op.summed()
+        return rows_chunks(rows, columns)
+    if isinstance(op, ConvGradBias):
+        _, rows, columns = op.in_shapes[0]
+        return rows_chunks(rows, columns)
+    return None
+

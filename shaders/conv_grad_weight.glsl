@@ -1,0 +1,113 @@
+// conv_grad_weight.glsl - dL/dW of a Conv or ConvTranspose (glcnn/train/grad_ops.py), written in
+// the forward op's filter layout (layout.pack_filters): output texel (c*kw + kx, s*kh + ky) is
+// the gradient of the weights of output channels 4s..4s+3 from input channel c of their group.
+//     Conv:          sum over dZ's pixels (a, b) of dZ[o, a, b] * x[ci(o), a*s - p + ky*d, ..]
+//     ConvTranspose: sum over x's pixels  (a, b) of x[ci(o), a, b] * dZ[o, a*s - p + ky*d, ..]
+// with ci(o) = (o / Cog) * Cg + c. Rows u_rows.x .. u_rows.x + u_rows.y - 1 of the pixels summed
+// only (the trainer adds the chunks by blending).
+// Defines: TRANSPOSED (the forward op is a ConvTranspose); INPUT_BUFFER (x is a samplerBuffer
+//          holding its atlas texture row by row, u_input_width texels a row: the trainer copies
+//          it there before the pass, as a blocked conv's input; a fetch costs a quarter of a
+//          2D sample on llvmpipe).
+// Uniforms: u_input_shape, u_grad_shape, u_stride, u_dilation, u_pad (x, y), u_kernel (kw, kh),
+//           u_groups (Cg, Cog, 1 if the 4 lanes of a slice read one input channel), u_rows.
+// Samplers: u_input (the forward input x), u_grad (dZ: the forward output's gradient before
+//           its activation).
+
+#ifdef INPUT_BUFFER
+uniform samplerBuffer u_input;
+uniform int u_input_width;
+#else
+uniform sampler2D u_input;
+#endif
+uniform ivec4 u_input_shape;
+uniform sampler2D u_grad;
+uniform ivec4 u_grad_shape;
+uniform ivec2 u_stride;
+uniform ivec2 u_dilation;
+uniform ivec2 u_pad;
+uniform ivec2 u_kernel;
+uniform ivec4 u_groups;
+uniform ivec2 u_rows;
+
+// floor(n / d) for any n and d >= 1.
+int floor_div(int n, int d) { return n >= 0 ? n / d : -((d - 1 - n) / d); }
+
+// The positions p (a row or a column) of the summed tensor, within [lo, hi), whose strided
+// position p * stride + offset lies in [0, size): [first, last + 1).
+ivec2 valid_range(int lo, int hi, int stride, int offset, int size) {
+    int first = max(lo, -floor_div(offset, stride));  // ceil(-offset / stride)
+    int last = min(hi - 1, floor_div(size - 1 - offset, stride));
+    return ivec2(first, last + 1);
+}
+
+// The atlas texel of pixel p of channel `channel` of `shape`, and the one-hot lane mask.
+ivec2 channel_origin(ivec4 shape, int channel, out vec4 lane) {
+    lane = vec4(equal(ivec4(0, 1, 2, 3), ivec4(channel - channel / 4 * 4)));
+    return tile_origin(shape, channel / 4);
+}
+
+// Texel p of x's atlas: from the buffer, or a NEAREST sample at its centre (sample_texel in
+// common.glsl: texelFetch's value, about twice as fast on llvmpipe, DESIGN.md section 5).
+vec4 input_texel(ivec2 p) {
+#ifdef INPUT_BUFFER
+    return texelFetch(u_input, p.y * u_input_width + p.x);
+#else
+    return sample_texel(u_input, 1.0 / vec2(textureSize(u_input, 0)), p);
+#endif
+}
+
+vec4 compute(int slice, int y, int x) {
+    int c = x / u_kernel.x;
+    int kx = x - c * u_kernel.x;
+    int s = y / u_kernel.y;
+    int ky = y - s * u_kernel.y;
+    if (c >= u_groups.x) return vec4(0.0);  // a DENSE layout's padding columns
+    // Input channel of each lane (clamped: lanes past Co have a zero gradient).
+    ivec4 ci = min((4 * s + ivec4(0, 1, 2, 3)) / u_groups.y * u_groups.x + c,
+                   ivec4(u_input_shape.x - 1));
+    mat4 lanes;  // column j: the one-hot mask of lane j's input channel
+    ivec2 o0 = channel_origin(u_input_shape, ci.x, lanes[0]);
+    ivec2 o1 = channel_origin(u_input_shape, ci.y, lanes[1]);
+    ivec2 o2 = channel_origin(u_input_shape, ci.z, lanes[2]);
+    ivec2 o3 = channel_origin(u_input_shape, ci.w, lanes[3]);
+    ivec2 grad_origin = tile_origin(u_grad_shape, s);
+#ifdef TRANSPOSED
+    ivec4 summed = u_input_shape, strided = u_grad_shape;
+#else
+    ivec4 summed = u_grad_shape, strided = u_input_shape;
+#endif
+    ivec2 offset = ivec2(kx, ky) * u_dilation - u_pad;
+    ivec2 rows = valid_range(u_rows.x, min(u_rows.x + u_rows.y, summed.y), u_stride.y,
+                             offset.y, strided.y);
+    ivec2 cols = valid_range(0, summed.z, u_stride.x, offset.x, strided.z);
+    // Texels are read as NEAREST samples at texel centres (sample_texel in common.glsl: the
+    // values texelFetch gives, about twice as fast on llvmpipe, DESIGN.md section 5), their
+    // coordinates stepped in float: position (b, a) is at (origin + (b, a) * scale + shift).
+#ifdef TRANSPOSED
+    vec2 grad_scale = vec2(u_stride), grad_shift = vec2(offset);
+    ivec2 input_scale = ivec2(1), input_shift = ivec2(0);
+#else
+    vec2 grad_scale = vec2(1.0), grad_shift = vec2(0.0);
+    ivec2 input_scale = u_stride, input_shift = offset;
+#endif
+    vec2 inv_grad = 1.0 / vec2(textureSize(u_grad, 0));
+    vec2 grad_base = (vec2(grad_origin) + grad_shift + 0.5) * inv_grad;
+    vec2 grad_step = grad_scale * inv_grad;
+    vec4 acc = vec4(0.0);
+    for (int a = rows.x; a < rows.y; ++a) {
+        for (int b = cols.x; b < cols.y; ++b) {
+            vec4 g = textureLod(u_grad, grad_base + vec2(b, a) * grad_step, 0.0);
+            ivec2 at = ivec2(b, a) * input_scale + input_shift;
+            vec4 x0 = input_texel(o0 + at);
+            if (u_groups.z != 0) {
+                acc += g * dot(x0, lanes[0]);
+            } else {
+                acc += g * vec4(dot(x0, lanes[0]), dot(input_texel(o1 + at), lanes[1]),
+                                dot(input_texel(o2 + at), lanes[2]),
+                                dot(input_texel(o3 + at), lanes[3]));
+            }
+        }
+    }
+    return acc;
+}
