@@ -4,7 +4,8 @@
     python bench/ab_trees.py /tmp/base . --models autoencoder32:fp32,fast_style:u8 --rounds 2
 
 Models are the suite's (bench/bench_suite.py CASES), exported once to --cache with seeded
-weights and a seeded input. Each process imports glcnn from one tree (PYTHONPATH), loads the
+weights and a seeded input. Each process imports glcnn from one tree (PYTHONPATH, run in that
+tree: checked, the run stops if a process imported glcnn from anywhere else), loads the
 model without the prepared-model cache (u8: calibrated on the input), runs it once (the
 "load + first run" time, Mesa's shader cache warm after the first round), then times run()
 with readback for up to 4 s (at least 5 runs): median and min. Prints one line per model.
@@ -42,7 +43,8 @@ while len(times) < 5 or (time.perf_counter() < end and len(times) < 200):
     start = time.perf_counter()
     pipe.run(x)
     times.append((time.perf_counter() - start) * 1e3)
-print(json.dumps({"load": load, "median": float(np.median(times)), "min": min(times)}))
+print(json.dumps({"load": load, "median": float(np.median(times)), "min": min(times),
+                  "module": glcnn.__file__}))
 """
 
 
@@ -75,11 +77,17 @@ def main() -> None:
         for name, precision in cases:
             path, inp = export(name, args.cache)
             for tree in (args.base, args.new):
-                env = {**os.environ, "PYTHONPATH": str(Path(tree).resolve())}
+                root = Path(tree).resolve()
+                # cwd=root too: `python -c` puts the working folder first on sys.path, ahead
+                # of PYTHONPATH, so run from a checkout both sides imported the checkout.
                 done = subprocess.run([sys.executable, "-c", CHILD, str(path), str(inp),
-                                       precision], env=env, capture_output=True, text=True,
-                                      check=True, timeout=600)
-                results[name, precision, tree].append(json.loads(done.stdout.splitlines()[-1]))
+                                       precision], env={**os.environ, "PYTHONPATH": str(root)},
+                                      cwd=root, capture_output=True, text=True, check=True,
+                                      timeout=600)
+                result = json.loads(done.stdout.splitlines()[-1])
+                if not Path(result["module"]).is_relative_to(root):
+                    sys.exit(f"the {tree} run imported glcnn from {result['module']}")
+                results[name, precision, tree].append(result)
     for name, precision in cases:
         cells = []
         for tree in (args.base, args.new):
