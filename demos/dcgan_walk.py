@@ -19,17 +19,10 @@ from glcnn.graph.passes import optimize
 from glcnn.importers import load_graph
 from glcnn.resources import resource_path
 from glcnn.viewer.display import Display
+from glcnn.viewer.latent import slerp
 from glcnn.viewer.window import open_window, read_screen
 
 TILE, GRID, STEPS_PER_KEY = 128, 4, 60
-
-
-def slerp(a, b, t):
-    """Spherical interpolation: stays on the shell where Gaussian latents live."""
-    omega = np.arccos(np.clip(np.dot(a / np.linalg.norm(a), b / np.linalg.norm(b)), -1, 1))
-    if omega < 1e-6:
-        return (1 - t) * a + t * b
-    return (np.sin((1 - t) * omega) * a + np.sin(t * omega) * b) / np.sin(omega)
 
 
 class LatentWalk:
