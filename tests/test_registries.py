@@ -70,7 +70,8 @@ EXCEPTIONS = {
 # against PyTorch autograd in tests/train; no model file holds them and no forward runs them.
 _BACKWARD = "glcnn-internal backward op of glcnn.Trainer (glcnn/train/backward.py)"
 EXCEPTIONS |= {(op, table): _BACKWARD + why
-               for op in ("ConvGradWeight", "ConvGradBias", "ActivationGrad", "LossGrad", "LossSum")
+               for op in ("ConvGradWeight", "ConvGradBias", "ActivationGrad", "LossGrad", "LossSum",
+                          "PoolGrad", "ResizeGrad", "GemmGradWeight", "GemmGradInput")
                for table, why in ((ONNX, "; ONNX has no such op"),
                                   ("torch runner BUILDERS",
                                    "; tests/train compares it with torch autograd instead"))}

@@ -64,6 +64,10 @@ NOTES = {
     "ActivationGrad": "training: dY · f′ of Relu, LeakyRelu, Sigmoid, Tanh, Elu from their output",
     "LossGrad": "training: dL/dy of a mean MSE, L1 or BCE (PyTorch's)",
     "LossSum": "training: the loss of a sample as one texel (BCE logs clamped at −100)",
+    "PoolGrad": "training: dL/dx of MaxPool (to the first maximum, as PyTorch) / AveragePool",
+    "ResizeGrad": "training: dL/dx of a nearest / bilinear Resize (its adjoint)",
+    "GemmGradWeight": "training: dL/dW of a Gemm in its weight layout (dY ⊗ x)",
+    "GemmGradInput": "training: dL/dx = Wᵀ dY of a Gemm, reading its live weight layout",
     "Pad": "H/W only; constant, reflect, edge, wrap; negative pads crop",
     "Concat": "axis C (1–8 inputs of any channel counts), H or W (whole texels)",
     "Rearrange": "internal: any element gather (reshape across layouts, rank-3/5/6 transpose, "

@@ -12,8 +12,15 @@ forward nodes backwards:
   graph input the input gradient: the other kind of conv on dz with the same weight array
   (Conv: ConvTranspose with output_padding = the rows the stride left over; ConvTranspose:
   Conv); a fused residual input gets dz;
-- Add: dz to both inputs;
+- Add: dz to both inputs; any op's fused residual input: dz;
+- MaxPool, AveragePool: PoolGrad(dz, x); Resize: ResizeGrad(dz, x); Concat: a Slice of dz per
+  input; Flatten / Reshape: a Rearrange of dz back to x's shape (nothing when the shapes agree);
+- Gemm: GemmGradWeight(x, dz), ConvGradBias(dz) (its bias layout is a conv's), and
+  GemmGradInput(dz, "weights:L"), the layer's live weight layout as a tensor (the trainer gives
+  it the forward pipeline's weight texture);
 - a tensor with several readers: the Add of their contributions.
+
+Inputs that are graph inputs get no gradient.
 """
 
 from dataclasses import dataclass
@@ -22,13 +29,20 @@ import numpy as np
 
 from ..errors import UnsupportedOpError, quote
 from ..graph.graph import Graph, Node
-from ..ops import build_ops
+from ..layout import matrix_grid, matrix_shape
+from ..ops import Op, build_ops
 from .grad_ops import GRAD_ACTIVATIONS
+from .weights import from_layout as conv_from_layout
 
 CONVS = ("Conv", "ConvTranspose")
-SUPPORTED = (*CONVS, *GRAD_ACTIVATIONS, "Add")
+POOLS = ("MaxPool", "AveragePool")
+RESIZES = ("Resize", "Upsample")
+FLATTENS = ("Flatten", "Reshape")
+SUPPORTED = (*CONVS, *GRAD_ACTIVATIONS, "Add", "Concat", *POOLS, *RESIZES, *FLATTENS, "Gemm")
 TARGET, LOSS = "target", "loss"
+WEIGHTS = "weights:"  # "weights:L": layer L's weight layout as a backward-graph input
 _GEOMETRY = ("strides", "pads", "dilations", "group")
+_EPILOGUE = ("activation", "residual", "affine", "input_activation")
 
 
 @dataclass
@@ -102,6 +116,11 @@ def _check_trainable(node: Node, shapes: dict) -> None:
     if node.op == "Add" and (len(node.inputs) != 2 or
                              shapes[node.inputs[0]] != shapes[node.inputs[1]]):
         raise UnsupportedOpError(f"{where}: training supports Add of two tensors of one shape")
+    if node.op == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1 or
+                              float(node.attrs.get("beta", 1.0)) != 1):
+        raise UnsupportedOpError(f"{where}: training needs alpha = beta = 1 (has "
+                                 f"alpha={node.attrs.get('alpha', 1.0)}, "
+                                 f"beta={node.attrs.get('beta', 1.0)})")
     if node.op == "ConvTranspose":
         out_pad = node.attrs.get("output_padding", (0, 0))
         if any(p >= s for p, s in zip(out_pad, node.attrs.get("strides", (1, 1)))):
@@ -153,6 +172,33 @@ def _input_grads(nodes, params, node: Node, dz: str, graph_inputs, shapes):
         return [(node.inputs[0], dz)]
     if node.op == "Add":
         return [(t, dz) for t in node.inputs]
+    out = [(node.inputs[-1], dz)] if node.attrs.get("residual") else []
+    wanted = [t not in graph_inputs for t in node.inputs]
+    if node.op in CONVS:
+        return out + _conv_grads(nodes, params, node, dz, wanted[0], shapes)
+    if node.op == "Gemm":
+        return out + _gemm_grads(nodes, params, node, dz, wanted[0], shapes)
+    if node.op == "Concat":
+        return out + _concat_grads(nodes, node, dz, wanted, shapes)
+    if not wanted[0]:
+        return out
+    x, name = node.inputs[0], f"dx:{node.name}"
+    if node.op in FLATTENS:
+        if shapes[x] == shapes[node.name]:
+            return out + [(x, dz)]
+        unflatten = {"shape": list(shapes[x]), "dims": [int(np.prod(shapes[x]))], "strides": [1]}
+        nodes.append(Node("Rearrange", name, [dz], unflatten))
+    else:
+        op = "PoolGrad" if node.op in POOLS else "ResizeGrad"
+        nodes.append(Node(op, name, [dz, x], {"forward": node.op} | _forward_attrs(node)))
+    return out + [(x, name)]
+
+
+def _forward_attrs(node: Node) -> dict:
+    return {k: v for k, v in node.attrs.items() if k not in _EPILOGUE}
+
+
+def _conv_grads(nodes, params, node: Node, dz: str, wanted: bool, shapes):
     x = node.inputs[0]
     geometry = {k: node.attrs[k] for k in (*_GEOMETRY, "output_padding") if k in node.attrs}
     w = node.weights["W"]
@@ -160,14 +206,52 @@ def _input_grads(nodes, params, node: Node, dz: str, graph_inputs, shapes):
     nodes.append(Node("ConvGradWeight", wgrad, [x, dz], {"forward": node.op, **geometry},
                       {"W": w}))
     params.append(Param(node.name, "W", f"{node.name}.weight", wgrad))
-    if "B" in node.weights:
+    _bias_grad(nodes, params, node, dz, "B")
+    if not wanted:
+        return []
+    nodes.append(_input_grad_node(node, dz, w, shapes[x]))
+    return [(x, f"dx:{node.name}")]
+
+
+def _bias_grad(nodes, params, node: Node, dz: str, key: str) -> None:
+    """ConvGradBias of weight `key`, if the layer has it: a Gemm's bias layout is a conv's."""
+    if key in node.weights:
         bgrad = grad_name(f"{node.name}.bias")
         nodes.append(Node("ConvGradBias", bgrad, [dz]))
         params.append(Param(node.name, "B", f"{node.name}.bias", bgrad))
-    out = [(node.inputs[1], dz)] if node.attrs.get("residual") else []
-    if x not in graph_inputs:
-        nodes.append(_input_grad_node(node, dz, w, shapes[x]))
-        out.append((x, f"dx:{node.name}"))
+
+
+def _gemm_grads(nodes, params, node: Node, dz: str, wanted: bool, shapes):
+    x = node.inputs[0]
+    attrs = {"forward": "Gemm"} | ({"transB": node.attrs["transB"]}
+                                   if "transB" in node.attrs else {})
+    b = {"B": node.weights["B"]}
+    wgrad = grad_name(f"{node.name}.weight")
+    nodes.append(Node("GemmGradWeight", wgrad, [x, dz], dict(attrs), dict(b)))
+    params.append(Param(node.name, "W", f"{node.name}.weight", wgrad))
+    _bias_grad(nodes, params, node, dz, "C")
+    if not wanted:
+        return []
+    layout = WEIGHTS + node.name
+    height, width, _ = matrix_shape(shapes[node.name][0], shapes[x][0])
+    shapes[layout] = (4, height, width)
+    nodes.append(Node("GemmGradInput", f"dx:{node.name}", [dz, layout], dict(attrs), dict(b)))
+    return [(x, f"dx:{node.name}")]
+
+
+def _concat_grads(nodes, node: Node, dz: str, wanted: list[bool], shapes):
+    """A Slice of dz along the axis for each input (not the residual one)."""
+    axis = int(node.attrs.get("axis", 1)) % 4  # NCHW: 1 (C), 2 (H), 3 (W)
+    count = len(node.inputs) - bool(node.attrs.get("residual"))
+    out, start = [], 0
+    for i, t in enumerate(node.inputs[:count]):
+        size = shapes[t][axis - 1]
+        if wanted[i]:
+            name = f"dx:{node.name}:{i}"
+            nodes.append(Node("Slice", name, [dz], {"starts": [start], "ends": [start + size],
+                                                     "axes": [axis]}))
+            out.append((t, name))
+        start += size
     return out
 
 
@@ -189,3 +273,34 @@ def _read(nodes: list[Node]) -> list[str]:
     """Tensors the nodes read that none of them makes (forward tensors and the target)."""
     made = {n.name for n in nodes}
     return list(dict.fromkeys(t for n in nodes for t in n.inputs if t not in made))
+
+
+def weight_layer(tensor: str) -> str | None:
+    """The layer whose weight layout backward input `tensor` is ("weights:L"), else None."""
+    return tensor[len(WEIGHTS):] if tensor.startswith(WEIGHTS) else None
+
+
+def from_layout(op: Op, key: str, layout: np.ndarray) -> np.ndarray:
+    """Trained weight `key` ("W" or "B") of `op` in PyTorch's shape from its (height, width, 4)
+    texture layout: a conv's (glcnn/train/weights.py), or a Gemm's W (N, K) as nn.Linear's
+    weight (layout.pack_matrix) and its bias (N,)."""
+    if op.op_type != "Gemm":
+        return conv_from_layout(op, key, layout)
+    n, k = op.matrix.shape
+    if key == "B":
+        return np.array(layout[0].reshape(-1)[:n], np.float32)
+    rows, row = matrix_grid(n, k)
+    s = (n + 3) // 4
+    view = layout[:s * rows, :row].reshape(s, rows, row, 4).transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(view.reshape(4 * s, rows * row)[:n, :k], np.float32)
+
+
+def graph_weight(node: Node, key: str, value: np.ndarray) -> tuple[str, np.ndarray]:
+    """(weight name, array) of `node` holding trained weight `key` ("W" or "B", PyTorch-shaped
+    `value`): a conv's W / B; a Gemm's B (in its transB layout) / C (in its own shape)."""
+    if node.op != "Gemm":
+        return key, value
+    if key == "W":
+        return "B", value if int(node.attrs.get("transB", 0)) else np.ascontiguousarray(value.T)
+    old = np.shape(node.weights.get("C", ()))
+    return "C", value.reshape(old) if int(np.prod(old)) == value.size else value

@@ -11,19 +11,28 @@ optimiser updates weights texel by texel and the viewer draws gradients as filte
 | ActivationGrad   | dY, y (forward output) | dZ = dY · f'(z), f' written in terms of y          |
 | LossGrad         | y, target              | dL/dy for a mean-reduced MSE / L1 / BCE            |
 | LossSum          | y, target              | (4, 1, 1): the loss (sum of terms · u_scale) in R  |
+| PoolGrad         | dY, x (forward input)  | dL/dx of a MaxPool / AveragePool, x's shape        |
+| ResizeGrad       | dY, x (forward input)  | dL/dx of a nearest / bilinear Resize (its adjoint) |
+| GemmGradWeight   | x, dY                  | dL/dW as layout.pack_matrix of the Gemm's (N, K)   |
+| GemmGradInput    | dY, the Gemm's weights | dL/dx = Wᵀ dY, (K, 1, 1)                           |
 
 dZ is the gradient of a conv's output before its fused activation. The gradient of a conv's
 input is the forward op of the other kind (Conv <-> ConvTranspose) on dZ with the same weight
-array (glcnn/train/backward.py). ConvGradWeight, ConvGradBias and LossSum sum over rows
-`u_rows` = (first, count) of the positions summed: the trainer draws them in chunks of at most
-CHUNK_TERMS terms per fragment, adding the chunks (and the samples of a batch) by blending.
+array (glcnn/train/backward.py); a Concat's input gradients are Slices of dY, a Flatten's a
+Rearrange of it (the forward ops). GemmGradInput reads the Gemm's live weight layout as a tensor
+input ("weights:L", the forward pipeline's weight texture), since the optimiser rewrites it.
+
+ConvGradWeight, ConvGradBias and LossSum sum over rows `u_rows` = (first, count) of the positions
+summed: the trainer draws them in chunks of at most CHUNK_TERMS terms per fragment, adding the
+chunks (and the samples of a batch) by blending; GemmGradWeight is drawn once per sample, added
+by blending too.
 """
 
 import numpy as np
 
 from ..errors import UnsupportedOpError, quote
 from ..graph.graph import Node
-from ..layout import Atlas, channels_shape, filters_shape
+from ..layout import Atlas, channels_shape, filters_shape, matrix_grid, matrix_shape
 from ..ops.base import Op, make_op, register
 
 CHUNK_TERMS = 4096  # most terms one fragment sums in one draw
@@ -214,3 +223,170 @@ class LossSum(_LossBase):
 
     def uniforms(self):
         return {"u_scale": self.scale(), "u_rows": (0, self.summed()[0])}
+
+
+def forward_op(node: Node, x_shape) -> Op:
+    """The forward op (attribute forward: its type) of a gradient node on input `x_shape`:
+    the node's other attributes and weights are the forward op's."""
+    attrs = {k: v for k, v in node.attrs.items() if k != "forward"}
+    return make_op(Node(node.attrs["forward"], node.name, ["x"], attrs, dict(node.weights)),
+                   [x_shape])
+
+
+class _InputGrad(Op):
+    """dL/dx of a forward op without weights, from dY and x (whose shape decides the op's)."""
+
+    samplers = ("u_grad", "u_input")
+    forwards: tuple[str, ...] = ()
+
+    def check(self):
+        if self.node.attrs.get("forward") not in self.forwards:
+            self.fail(f"forward={quote(self.node.attrs.get('forward'))} must be one of "
+                      f"{', '.join(self.forwards)}", UnsupportedOpError)
+        self.fwd = forward_op(self.node, self.in_shapes[1])
+        if self.fwd.output_shape() != self.in_shapes[0]:
+            self.fail(f"gradient has shape {self.in_shapes[0]}, the forward output is "
+                      f"{self.fwd.output_shape()}")
+
+    def output_shape(self):
+        return self.in_shapes[1]
+
+
+@register("PoolGrad")
+class PoolGrad(_InputGrad):
+    """dL/dx of a MaxPool or AveragePool (attribute forward; the others are the forward op's):
+
+        dx[c, i] = Σ over outputs o and taps k with o·s − p + k·d = i of dY[c, o] · w(c, o, k)
+
+    MaxPool: w = 1 if k is the window's first maximal tap (PyTorch's tie rule), else 0.
+    AveragePool: w = 1 / (the taps of window o the forward divides by: count_include_pad).
+
+    Inputs dY, x (the forward input). No weights. Output: x's shape.
+    """
+
+    shader = "pool_grad.glsl"
+    forwards = ("MaxPool", "AveragePool")
+
+    def defines(self):
+        return self.fwd.defines()
+
+    def uniforms(self):
+        return self.fwd.uniforms()
+
+    def flops(self):
+        return self.fwd.flops() * (int(np.prod(self.fwd.kernel)) if self.fwd.reduction == "MAX"
+                                   else 1)
+
+
+@register("ResizeGrad")
+class ResizeGrad(_InputGrad):
+    """dL/dx of a nearest or bilinear Resize (attribute forward; the others the forward op's):
+    its adjoint, dx[c, i, j] = Σ_{o, q} a_y(o, i) · a_x(q, j) · dY[c, o, q], a(o, i) the weight
+    output o gives input i (nearest: 1 at its tap; linear: 1 − t and t at taps i0, i1).
+
+    Inputs dY, x (the forward input). Weights: u_coords, the forward table (glcnn/ops/resize.py);
+    u_span: texel (i, 0) for input column i, (i, 1) for input row i: (first output reading it,
+    how many outputs from there may read it, 0, 0).
+    """
+
+    shader = "resize_grad.glsl"
+    forwards = ("Resize", "Upsample")
+
+    def defines(self):
+        return self.fwd.defines()
+
+    def textures(self):
+        coords = self.fwd.textures()["u_coords"]
+        _, h, w = self.in_shapes[1]
+        span = np.zeros((2, max(h, w), 4), np.float32)
+        for row, n_in, n_out in ((0, w, self.fwd.size[1]), (1, h, self.fwd.size[0])):
+            taps = coords[row, :n_out, :2].astype(np.int64)  # (i0, i1) of each output
+            for i in range(n_in):
+                readers = np.flatnonzero((taps == i).any(axis=1))
+                if readers.size:
+                    span[row, i, :2] = readers[0], readers[-1] + 1 - readers[0]
+        return {"u_coords": coords, "u_span": span}
+
+    def uniforms(self):
+        span = self.textures()["u_span"]
+        return {"u_reach": (int(span[0, :, 1].max()), int(span[1, :, 1].max()))}
+
+    def flops(self):
+        return self.fwd.flops()
+
+
+def check_gemm(op: Op) -> None:
+    """Training needs Gemm's alpha = beta = 1 (the layout holds B', the bias C: the optimiser
+    then updates PyTorch's weight and bias) and a (K, 1, 1) input."""
+    a = op.node.attrs
+    if op.op_type != "Gemm" or float(a.get("alpha", 1.0)) != 1 or float(a.get("beta", 1.0)) != 1:
+        op.fail(f"training needs Gemm with alpha = beta = 1 (has alpha={a.get('alpha', 1.0)}, "
+                f"beta={a.get('beta', 1.0)})", UnsupportedOpError)
+
+
+@register("GemmGradWeight")
+class GemmGradWeight(Op):
+    """dL/dW of a Gemm y = W x + b (W: its (N, K) matrix B'), dW[n, k] = dY[n] · x[k], in the
+    Gemm's weight layout (layout.pack_matrix): output (4, S·R, row), texel (k mod row,
+    s·R + k div row) = dW[4s .. 4s+3, k].
+
+    Inputs x (K, 1, 1), dY (N, 1, 1). Weights: B (and transB), the forward Gemm's (shapes only).
+    """
+
+    shader = "gemm_grad_weight.glsl"
+    samplers = ("u_input", "u_grad")
+
+    def check(self):
+        self.fwd = forward_op(self.node, self.in_shapes[0])
+        check_gemm(self.fwd)
+        if self.fwd.output_shape() != self.in_shapes[1]:
+            self.fail(f"gradient has shape {self.in_shapes[1]}, the Gemm's output is "
+                      f"{self.fwd.output_shape()}")
+
+    def output_shape(self):
+        height, width, _ = matrix_shape(*self.fwd.matrix.shape)
+        return 4, height, width
+
+    def uniforms(self):
+        rows, row = matrix_grid(*self.fwd.matrix.shape)
+        return {"u_row": row, "u_slice_rows": rows}
+
+    def flops(self):
+        return int(self.fwd.matrix.size)
+
+
+@register("GemmGradInput")
+class GemmGradInput(Op):
+    """dL/dx of a Gemm y = W x + b: dx[k] = Σ_n W[n, k] · dY[n], output (K, 1, 1).
+
+    Inputs dY (N, 1, 1) and the Gemm's weight layout (layout.pack_matrix of W, as a (4, S·R,
+    row) tensor: the texture the optimiser writes). Weights: B (and transB), the forward Gemm's
+    (its shapes; the numpy reference reads W from them).
+    """
+
+    shader = "gemm_grad_input.glsl"
+    samplers = ("u_grad", "u_weights")
+
+    def check(self):
+        k = self.weight_shape()[1]
+        self.fwd = forward_op(self.node, (k, 1, 1))
+        check_gemm(self.fwd)
+        height, width, _ = matrix_shape(*self.fwd.matrix.shape)
+        if self.in_shapes[0] != self.fwd.output_shape() or self.in_shapes[1] != (4, height, width):
+            self.fail(f"inputs {self.in_shapes}: expected the gradient {self.fwd.output_shape()} "
+                      f"and the weight layout {(4, height, width)}")
+
+    def weight_shape(self) -> tuple[int, int]:
+        """(N, K) of the Gemm's matrix."""
+        b = self.weight("B", (None, None))
+        return b.shape if int(self.node.attrs.get("transB", 0)) else b.shape[::-1]
+
+    def output_shape(self):
+        return self.fwd.in_shapes[0]
+
+    def uniforms(self):
+        rows, row = matrix_grid(*self.fwd.matrix.shape)
+        return {"u_row": row, "u_slice_rows": rows}
+
+    def flops(self):
+        return 2 * int(self.fwd.matrix.size)

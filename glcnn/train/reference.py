@@ -9,8 +9,8 @@ import numpy as np
 
 from ..graph.graph import Node
 from ..graph.reference import F, evaluates
-from ..layout import pack_channels, pack_filters
-from .grad_ops import forward_conv
+from ..layout import pack_channels, pack_filters, pack_matrix
+from .grad_ops import forward_conv, forward_op
 
 
 def conv_grad_weight(x, dz, w_shape, forward="Conv", strides=(1, 1), pads=(0, 0, 0, 0),
@@ -116,3 +116,79 @@ def _loss_sum_node(node, values):
     out[0] = loss_terms(node.attrs["loss"], y, t).sum() * _scale(node, y)
     return out
 
+
+
+def pool_grad(dy, x, op) -> np.ndarray:
+    """dL/dx of MaxPool / AveragePool `op` (glcnn/ops/pool.py) at input `x`, float64: each
+    output's gradient to its window's first maximum (PyTorch's ties), or spread over its taps
+    divided by the forward's divisor."""
+    dy, x = np.asarray(dy, F), np.asarray(x, F)
+    dx = np.zeros_like(x)
+    (kh, kw), (sy, sx), (dly, dlx) = op.kernel, op.strides, op.dilations
+    pt, pl, pb, pr = op.pads
+    _, h, w = x.shape
+    include = int(op.node.attrs.get("count_include_pad", 0))
+    for oy in range(dy.shape[1]):
+        for ox in range(dy.shape[2]):
+            taps = [(oy * sy - pt + ky * dly, ox * sx - pl + kx * dlx)
+                    for ky in range(kh) for kx in range(kw)]
+            inside = [(y, x_) for y, x_ in taps if 0 <= y < h and 0 <= x_ < w]
+            if op.reduction == "MAX":
+                for c in range(x.shape[0]):
+                    values = [x[c, y, x_] for y, x_ in inside]
+                    y, x_ = inside[int(np.argmax(values))]  # argmax: the first maximum
+                    dx[c, y, x_] += dy[c, oy, ox]
+                continue
+            box = (-pt, -pl, h + pb, w + pr) if include else (0, 0, h, w)
+            count = sum(box[0] <= y < box[2] and box[1] <= x_ < box[3] for y, x_ in taps)
+            for y, x_ in inside:
+                dx[:, y, x_] += dy[:, oy, ox] / count
+    return dx
+
+
+def resize_matrix(op, axis: int) -> np.ndarray:
+    """(out, in) interpolation matrix of Resize `op` along H (axis 0) or W (1), float64."""
+    coords = op.textures()["u_coords"][1 - axis]
+    n_out, n_in = op.size[axis], op.in_shapes[0][1 + axis]
+    a = np.zeros((n_out, n_in), F)
+    for o in range(n_out):
+        i0, i1, t = int(coords[o, 0]), int(coords[o, 1]), float(coords[o, 2])
+        if op.mode == "nearest":
+            a[o, i0] += 1.0
+        else:
+            a[o, i0] += 1.0 - t
+            a[o, i1] += t
+    return a
+
+
+def gemm_matrix(node) -> np.ndarray:
+    """The (N, K) matrix W of a Gemm node (its B, transposed unless transB)."""
+    b = np.asarray(node.weights["B"], F)
+    return b if int(node.attrs.get("transB", 0)) else b.T
+
+
+@evaluates("PoolGrad")
+def _pool_grad_node(node, values):
+    dy, x = (values[t] for t in node.inputs)
+    return pool_grad(dy, x, forward_op(node, x.shape))
+
+
+@evaluates("ResizeGrad")
+def _resize_grad_node(node, values):
+    dy, x = (values[t] for t in node.inputs)
+    op = forward_op(node, x.shape)
+    ay, ax = resize_matrix(op, 0), resize_matrix(op, 1)
+    return np.einsum("oi,coq,qj->cij", ay, np.asarray(dy, F), ax)
+
+
+@evaluates("GemmGradWeight")
+def _gemm_grad_weight_node(node, values):
+    x, dy = (np.asarray(values[t], F).reshape(-1) for t in node.inputs)
+    return _as_tensor(pack_matrix(np.outer(dy, x)))
+
+
+@evaluates("GemmGradInput")
+def _gemm_grad_input_node(node, values):
+    """dx = Wᵀ dY with W from the node's weights (the GPU reads the live layout instead)."""
+    dy = np.asarray(values[node.inputs[0]], F).reshape(-1)
+    return (gemm_matrix(node).T @ dy)[:, None, None]

@@ -17,7 +17,6 @@ import moderngl
 import numpy as np
 
 from ..errors import GlcnnError, ShapeError, quote
-from ..graph.builder import load_state_dict
 from ..graph.graph import Graph
 from ..importers.npz import save as save_npz
 from ..layout import Atlas, pack, unpack
@@ -25,10 +24,9 @@ from ..ops import build_ops
 from ..runtime.compiler import Compiler
 from ..runtime.pipeline import Pipeline
 from ..runtime.plan import Plan
-from .backward import LOSS, TARGET, backward_graph
-from .grad_ops import LOSSES, ConvGradBias, ConvGradWeight, LossSum, rows_chunks
+from .backward import CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight, weight_layer
+from .grad_ops import LOSSES, ConvGradBias, ConvGradWeight, GemmGradWeight, LossSum, rows_chunks
 from .optim import Hyper, Slot
-from .weights import from_layout
 
 
 class _Plan(Plan):
@@ -53,7 +51,8 @@ class Trainer:
 
     Args:
         graph: Conv, ConvTranspose (fused activations and residual adds included), Relu,
-            LeakyRelu, Sigmoid, Tanh, Elu and Add layers, one output.
+            LeakyRelu, Sigmoid, Tanh, Elu, Add, Concat, MaxPool, AveragePool, Resize,
+            Flatten and Gemm (alpha = beta = 1) layers, one output.
         loss: "mse", "l1" or "bce" (mean over every element and sample, as PyTorch's).
         optimizer: "sgd" (momentum, nesterov, weight_decay), "adam" or "adamw" (betas, eps,
             weight_decay), each as PyTorch's.
@@ -93,8 +92,10 @@ class Trainer:
         # step (32² autoencoder) for 4× the test suite's program compiles.
         plan = _Plan(bgraph, ops, self.shapes, self.ctx, "fp32", "direct", set(self.shapes))
         self._compiler = compiler = Compiler(self.ctx, plan, self.shapes, "fp32", None)
-        for name in bgraph.inputs:
+        for name in bgraph.inputs:  # the target's, or the forward pipeline's textures
+            layer = weight_layer(name)
             compiler.textures[name] = (compiler.new_texture(name) if name == TARGET
+                                       else self.pipeline.weight_texture(layer) if layer
                                        else self.pipeline.texture(name))
         compiler.allocate({n.name: n.name for n in bgraph.nodes})
         for op in ops:
@@ -123,7 +124,7 @@ class Trainer:
         slot = Slot(self.ctx, lambda size: compiler.new_image(size, dtype="f4"), data, grad,
                     self.hyper, self.pipeline.weight_texture(param.layer, sampler))
         dx = next((p for p in self.passes if p.op.node.name == f"dx:{param.layer}"), None)
-        if dx is not None and param.key == "W":
+        if dx is not None and param.key == "W" and op.op_type in CONVS:
             ci, co, cg, cog = op.channels()
             bci, bco, bcg, bcog = dx.op.channels()
             texture = dict(dx.weights)["u_weights"]
@@ -184,7 +185,8 @@ class Trainer:
             gl.enable(moderngl.BLEND)
             gl.blend_func = moderngl.ONE, moderngl.ONE
             for rows in chunks:
-                p.uniforms["u_rows"] = rows
+                if "u_rows" in p.uniforms:  # GemmGradWeight sums nothing: drawn once
+                    p.uniforms["u_rows"] = rows
                 p.draw(self.ctx, textures, None)
             gl.disable(moderngl.BLEND)
             gl.blend_func = moderngl.DEFAULT_BLENDING
@@ -211,6 +213,36 @@ class Trainer:
         self.ctx.activate()
         return {p.torch_name: from_layout(self._forward_op(p.layer), p.key, slot.read())
                 for p, slot in zip(self.params, self.slots)}
+
+    def weights(self, layer: str) -> dict[str, np.ndarray]:
+        """`layer`'s training weights now, named and shaped as `pipeline.weights` gives them;
+        the pipeline's copy (`pipeline.weights`, `pipeline.graph`) is brought up to date."""
+        self.ctx.activate()
+        node = self.pipeline.graph.node(layer)
+        for p, slot in zip(self.params, self.slots):
+            if p.layer == layer:
+                value = from_layout(self._forward_op(layer), p.key, slot.read())
+                self.pipeline.set_weights(layer, *graph_weight(node, p.key, value))
+        return self.pipeline.weights(layer)
+
+    def set_weights(self, layer: str, name: str, array) -> int:
+        """Replace weight `name` of `layer` (as `weights` gives it) in the training weights,
+        e.g. a bent filter (glcnn.viewer.bending): training goes on from it, the optimiser's
+        state (momentum, moments) kept. Returns the texels written, as Pipeline.set_weights.
+
+        Raises:
+            As Pipeline.set_weights.
+        """
+        self.weights(layer)
+        written = self.pipeline.set_weights(layer, name, array)
+        layouts = self._forward_op(layer).all_textures()
+        for p, slot in zip(self.params, self.slots):
+            if p.layer == layer:
+                layout = layouts["u_weights" if p.key == "W" else "u_params"]
+                slot.current.write(np.ascontiguousarray(layout, np.float32),
+                                   viewport=(0, 0, slot.width, slot.height))
+                slot.publish()
+        return written
 
     def gradients(self) -> dict[str, np.ndarray]:
         """The last step's weight gradients, named and shaped as `state_dict`."""
@@ -240,7 +272,12 @@ class Trainer:
         graph = self.pipeline.graph
         nodes = [dataclasses.replace(n, weights=dict(n.weights)) for n in graph.nodes]
         copy = dataclasses.replace(graph, nodes=nodes, meta=dict(graph.meta))
-        return load_state_dict(copy, self.state_dict(), strict=False)
+        state = self.state_dict()
+        for p in self.params:
+            node = copy.node(p.layer)
+            key, value = graph_weight(node, p.key, state[p.torch_name])
+            node.weights[key] = value
+        return copy
 
     def save(self, path) -> None:
         """Write the trained model to `path` in glcnn's native .npz format."""
@@ -252,8 +289,8 @@ class Trainer:
         for slot in self.slots:
             slot.release()
         compiler = getattr(self, "_compiler", None)
-        forward = {id(self.pipeline.textures[n]) for n in self.backward.inputs if n != TARGET
-                   and n in self.pipeline.textures}
+        forward = {id(compiler.textures[n]) for n in self.backward.inputs if n != TARGET
+                   and compiler and n in compiler.textures}  # the pipeline's to release
         owned = {id(t): t for t in (compiler.textures.values() if compiler else ())
                  if id(t) not in forward}
         for p in self.passes:
@@ -287,5 +324,7 @@ def _chunks(op) -> list[tuple[int, int]] | None:
     if isinstance(op, ConvGradBias):
         _, rows, columns = op.in_shapes[0]
         return rows_chunks(rows, columns)
+    if isinstance(op, GemmGradWeight):
+        return rows_chunks(1, 1)
     return None
 
