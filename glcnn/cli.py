@@ -6,6 +6,9 @@
                [--output-range LO,HI]
     glcnn info MODEL [--precision fp32|fp16] [--input-size H W]
     glcnn view MODEL [--source synthetic|camera|VIDEO|DIR] [--frames N] [--screenshot F]
+               [--train [training options]]
+    glcnn train MODEL [--source SOURCE] [--steps N] [--seconds S] [--batch B] [--lr LR]
+                [--optimizer adam|adamw|sgd] [--save OUT.npz] [--from-scratch] [--no-window]
     glcnn diff MODEL INPUT [--against onnxruntime|numpy|tfjs-outputs DIR]
                            [--precision fp32|fp16|u8] [--png DIR] [pre-processing flags]
     glcnn bench MODEL [--against onnxruntime,torch] [--runs N] [--warmup N] [--budget S]
@@ -33,6 +36,7 @@ import numpy as np
 from . import debug
 from .commands import images
 from .commands.run import cmd_run, load_for_input
+from .commands.train import add_options as add_training_options
 from .errors import GlcnnError, ShapeError
 from .importers import model_path, shipped_models
 from .inputs import IMAGE_SUFFIXES, read_npy
@@ -83,6 +87,10 @@ def _parser() -> argparse.ArgumentParser:
     info.add_argument("--precision", default="fp32", choices=["fp32", "fp16"])
     _add_input_size(info, "to show the layers at")
     _add_view_parser(sub, quiet)
+    train = sub.add_parser("train", parents=[quiet], help="train the model to reconstruct a "
+                           "source's frames, in the live window")
+    train.add_argument("model", help=f"the model: {_model_help()}")
+    add_training_options(train, view=False)
     _add_diff_parser(sub, quiet)
     _add_bench_parser(sub, quiet)
     return parser
@@ -124,6 +132,7 @@ def _add_view_parser(sub, quiet) -> None:
     view.add_argument("--screenshot", help="save the last frame as this PNG")
     view.add_argument("--labels", metavar="FILE",
                       help="names of a vector output's entries, one per line (class names)")
+    add_training_options(view, view=True)
 
 
 def _add_diff_parser(sub, quiet) -> None:
@@ -190,7 +199,28 @@ def cmd_info(args) -> None:
     print(table(ops, shapes, args.precision))
 
 
+def cmd_train(args) -> None:
+    """`glcnn train`, `glcnn view --train`: glcnn.viewer.training with commands.train's parts."""
+    from .commands import train
+    from .viewer.sources import open_source
+    from .viewer.training import Options
+    from .viewer.training import train as run
+    from .viewer.window import check_screenshot_path
+    train.check(args)
+    if args.screenshot:
+        check_screenshot_path(args.screenshot)
+    graph = train.training_graph(args.model, args.size, args.from_scratch, args.seed)
+    steps = args.steps if args.steps or args.command == "train" else getattr(args, "frames", None)
+    options = Options(train.settings(args), steps, args.seconds, args.batch, args.save,
+                      not args.no_window, args.layer, args.screenshot, args.seed)
+    with train.reporter(steps, args.quiet) as report:
+        result = run(graph, open_source(args.source), options, report)
+    print(train.summary(result), file=sys.stderr)
+
+
 def cmd_view(args) -> None:
+    if args.train:
+        return cmd_train(args)
     from .importers.prepared import load_optimized
     from .viewer.sources import open_source
     from .viewer.window import Viewer, check_screenshot_path
@@ -336,7 +366,7 @@ def main(argv=None) -> int:
     try:
         args.model = str(model_path(args.model))  # a TF.js folder, a shipped model's name
         commands = {"run": cmd_run, "info": cmd_info, "view": cmd_view, "diff": cmd_diff,
-                    "bench": cmd_bench}
+                    "bench": cmd_bench, "train": cmd_train}
         status = commands[args.command](args)
     except GlcnnError as exc:
         if debug.level() >= 1:

@@ -25,7 +25,8 @@ ALLOWED = {
     "graph": {"leaf", "ops"},
     "importers": {"leaf", "ops", "graph"},
     "runtime": {"leaf", "ops", "graph", "moderngl", "glcontext"},
-    "viewer": {"leaf", "ops", "graph", "importers", "runtime", "moderngl", "glfw", "glcontext"},
+    "viewer": {"leaf", "ops", "graph", "importers", "runtime", "train", "moderngl", "glfw",
+               "glcontext"},  # train: the live training window
     "commands": {"leaf", "ops", "graph", "importers", "runtime", "moderngl", "glcontext"},
     "train": {"leaf", "ops", "graph", "importers", "runtime", "moderngl", "glcontext"},
     "cli": {"leaf", "ops", "graph", "importers", "runtime", "viewer", "commands"},

@@ -102,7 +102,7 @@ class Viewer:
         self.labels = read_labels(labels) if isinstance(labels, str | Path) else labels
         self.size = WINDOW
         self.glfw, self.window, self.ctx = open_window(self.size, "glcnn", visible)
-        self.pipe = Pipeline(graph, self.ctx, keep="all")
+        self.pipe = self.make_pipeline(graph)
         self.display, self.filter_grid = Display(self.ctx), FilterGrid(self.ctx)
         self.overlay, self.lines = Overlay(self.ctx, self.size), LinePlot()
         self.bender = Bender(self.pipe)
@@ -129,6 +129,10 @@ class Viewer:
                else f"source {source.name}")
         print(f"glcnn view: {fed}, {self.ctx.renderer}", file=sys.stderr)
 
+    def make_pipeline(self, graph) -> Pipeline:
+        """The pipeline the window runs and shows (a training window: its Trainer's)."""
+        return Pipeline(graph, self.ctx, keep="all")
+
     # --- frames in ---------------------------------------------------------------------
     def upload(self, frame: np.ndarray):
         """Upload an RGBA uint8 frame and pre-process it into the model's input texture."""
@@ -142,17 +146,7 @@ class Viewer:
     def step(self):
         """One frame: read (or walk the latent), upload, run the model, draw the panels."""
         start = time.perf_counter()
-        if self.latent is not None and (not self.paused or self.frames == 0):
-            self.pipe.upload(self.input_name, self.latent.at(self.walked))
-            self.walked += 1
-        elif not self.paused or self.frames == 0:
-            self.upload(self.source.read())
-        t0 = time.perf_counter()
-        self.pipe.execute()
-        self.ctx.gl.finish()
-        self.model_ms = (time.perf_counter() - t0) * 1e3
-        if self.frames:  # the first run compiles: seconds, off the scale
-            self.plot("model ms", self.model_ms)
+        self.advance()
         self.draw()
         if self.pending_screenshot:
             self.screenshot(self.pending_screenshot)
@@ -164,6 +158,20 @@ class Viewer:
             self.window, f"glcnn | {self.layer} ({self.mode}"
             f"{'' if self.mode == 'mosaic' else f' {self.channel}'}) | model "
             f"{self.model_ms:.1f} ms | {self.fps:.1f} FPS{' | paused' if self.paused else ''}")
+
+    def advance(self):
+        """Run the model on the next input (the same one while paused)."""
+        if self.latent is not None and (not self.paused or self.frames == 0):
+            self.pipe.upload(self.input_name, self.latent.at(self.walked))
+            self.walked += 1
+        elif not self.paused or self.frames == 0:
+            self.upload(self.source.read())
+        t0 = time.perf_counter()
+        self.pipe.execute()
+        self.ctx.gl.finish()
+        self.model_ms = (time.perf_counter() - t0) * 1e3
+        if self.frames:  # the first run compiles: seconds, off the scale
+            self.plot("model ms", self.model_ms)
 
     def panels(self) -> list[tuple]:
         """(kind, rect, name, shape, extra) of the panels in window pixels; kind is "display"
