@@ -16,18 +16,7 @@
 #error pool.glsl needs KH and KW
 #endif
 
-uniform sampler2D u_input;
-uniform ivec4 u_input_shape;
-uniform ivec2 u_stride;
-uniform ivec2 u_dilation;
-uniform ivec2 u_pad;
-#ifdef AVERAGE
-uniform ivec4 u_count_box;
-#endif
-
-bool inside(ivec2 p, ivec4 box) {
-    return all(greaterThanEqual(p, box.xy)) && all(lessThan(p, box.zw));
-}
+#include "pool_window.glsl"
 
 vec4 compute(int slice, int oy, int ox) {
     ivec2 origin = ivec2(ox, oy) * u_stride - u_pad;

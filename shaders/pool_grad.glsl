@@ -17,18 +17,7 @@
 
 uniform sampler2D u_grad;
 uniform ivec4 u_grad_shape;
-uniform sampler2D u_input;
-uniform ivec4 u_input_shape;
-uniform ivec2 u_stride;
-uniform ivec2 u_dilation;
-uniform ivec2 u_pad;
-#ifdef AVERAGE
-uniform ivec4 u_count_box;
-#endif
-
-bool inside(ivec2 p, ivec4 box) {
-    return all(greaterThanEqual(p, box.xy)) && all(lessThan(p, box.zw));
-}
+#include "pool_window.glsl"
 
 #ifdef MAX
 // Per lane, the tap index ky * KW + kx of the first maximum of output o's window (as floats:

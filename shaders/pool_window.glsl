@@ -1,0 +1,18 @@
+// pool_window.glsl - what a pooling pass reads about its window (pool.glsl, pool_grad.glsl):
+// the input, the window's stride, dilation and pads, AVERAGE's counting box, and inside().
+// Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
+//           u_count_box (AVERAGE: x0, y0, x1, y1, half-open).
+// Samplers: u_input.
+
+uniform sampler2D u_input;
+uniform ivec4 u_input_shape;
+uniform ivec2 u_stride;
+uniform ivec2 u_dilation;
+uniform ivec2 u_pad;
+#ifdef AVERAGE
+uniform ivec4 u_count_box;
+#endif
+
+bool inside(ivec2 p, ivec4 box) {
+    return all(greaterThanEqual(p, box.xy)) && all(lessThan(p, box.zw));
+}
