@@ -167,6 +167,20 @@ class Graph:
         return "\n".join(lines)
 
 
+def bind_output(nodes: list[Node], source: str, name: str, keep_source: bool) -> bool:
+    """Make tensor `source` available under the output name `name`, as every importer must:
+    the node making `source` takes the name (its readers follow) unless `keep_source` (the
+    name is itself an output) or no node makes it (a graph input); else an exact copy x·1
+    named `name` is appended. Returns True if it renamed, so the caller can update its maps."""
+    if not keep_source and any(node.name == source for node in nodes):
+        for node in nodes:
+            node.name = name if node.name == source else node.name
+            node.inputs = [name if t == source else t for t in node.inputs]
+        return True
+    nodes.append(Node("Mul", name, [source], {}, {"B": np.ones(1, np.float32)}))
+    return False
+
+
 def float32(value) -> np.ndarray:
     """`value` as a float32 array. Values beyond float32's range become ±Inf without numpy's
     RuntimeWarning: the ops refuse non-finite weights with an error naming the layer

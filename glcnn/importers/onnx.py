@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GlcnnError, ModelFileError, UnsupportedOpError, kinds_and_names, quote
-from ..graph.graph import Graph, Node, float32
+from ..graph.graph import Graph, Node, bind_output, float32
 from ..limits import memory_budget, mib
 from . import (  # noqa: F401 (onnx_spatial, onnx_moves, onnx_seq register converters)
     onnx_external,
@@ -300,18 +300,9 @@ class OnnxImport:
                                          "depend on a graph input")
             if source == out:
                 continue
-            producer = next((n for n in self.nodes if n.name == source), None)
-            if producer is not None and source not in self.output_names:
-                self._rename(source, out)
-            else:  # a graph input or another output: copy it (x·1 is exact)
-                self.nodes.append(Node("Mul", out, [source], {}, {"B": np.ones(1, np.float32)}))
+            if bind_output(self.nodes, source, out, source in self.output_names):
+                self.names = {k: out if v == source else v for k, v in self.names.items()}
             self.names[out] = out
-
-    def _rename(self, old, new):
-        for node in self.nodes:
-            node.name = new if node.name == old else node.name
-            node.inputs = [new if t == old else t for t in node.inputs]
-        self.names = {k: new if v == old else v for k, v in self.names.items()}
 
     def _meta(self) -> dict:
         """ONNX shapes of the inputs and outputs, e.g. [1, 1000] for a classifier's output,

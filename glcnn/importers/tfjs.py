@@ -45,7 +45,7 @@ from ..errors import (
     kinds_and_names,
     quote,
 )
-from ..graph.graph import Graph, Node, float32
+from ..graph.graph import Graph, Node, bind_output, float32
 from ..limits import check_atlas
 from ..ops import make_op
 from . import tfjs_graph
@@ -360,22 +360,13 @@ class TfjsImport:
         if tensor.order is not None:
             tensor = self.reorder(tensor)
         if tensor.name != layer:
-            producer = next((n for n in self.nodes if n.name == tensor.name), None)
-            if producer is not None and tensor.name not in self._output_names:
-                self._rename(tensor.name, layer)
-            else:  # an input or another output: copy it (x·1 is exact)
-                self.nodes.append(Node("Mul", layer, [tensor.name], {},
-                                       {"B": np.ones(1, np.float32)}))
-                self.shapes[layer] = self.shapes[tensor.name]
+            old = tensor.name
+            if bind_output(self.nodes, old, layer, old in self._output_names):
+                self.shapes[layer] = self.shapes.pop(old)
+                self.tensors = {k: Tensor(layer, t.rank, t.order) if t.name == old else t
+                                for k, t in self.tensors.items()}
+            else:
+                self.shapes[layer] = self.shapes[old]
         self.tensors[layer] = Tensor(layer, tensor.rank)
         self._output_names.add(layer)
         return layer
-
-    def _rename(self, old: str, new: str) -> None:
-        for node in self.nodes:
-            node.name = new if node.name == old else node.name
-            node.inputs = [new if t == old else t for t in node.inputs]
-        self.shapes[new] = self.shapes.pop(old)
-        for key, tensor in self.tensors.items():
-            if tensor.name == old:
-                self.tensors[key] = Tensor(new, tensor.rank, tensor.order)

@@ -37,7 +37,7 @@ from ..errors import (
     kinds_and_names,
     quote,
 )
-from ..graph.graph import Graph, Node, float32
+from ..graph.graph import Graph, Node, bind_output, float32
 from ..limits import check_atlas
 from ..ops import make_op
 from . import tfjs_graph_shapes, tfjs_graph_views  # noqa: F401  (register converters, folds)
@@ -238,27 +238,17 @@ class GraphImport:
             if not isinstance(value, Act):
                 raise UnsupportedOpError(f"{self.filename}: output {quote(name)} is a constant;"
                                          " glcnn's outputs are computed tensors")
-            if value.name != name:
-                producer = next((n for n in self.nodes if n.name == value.name), None)
-                if producer is not None and value.name not in taken and \
-                        name not in self.shapes:
-                    self._rename(value.name, name)
-                else:  # an input or another output: copy it (x·1 is exact)
-                    self.nodes.append(Node("Mul", name, [value.name], {},
-                                           {"B": np.ones(1, np.float32)}))
-                    self.shapes[name] = self.shapes[value.name]
+            old = value.name
+            if old != name:  # keep `old` when renaming it would clash with another tensor
+                if bind_output(self.nodes, old, name, old in taken or name in self.shapes):
+                    self.shapes[name] = self.shapes.pop(old)
+                    self.values = {k: Act(name, v.shape) if isinstance(v, Act) and v.name == old
+                                   else v for k, v in self.values.items()}
+                else:
+                    self.shapes[name] = self.shapes[old]
             self.values[name] = Act(name, value.shape)
             taken.add(name)
         return list(outputs)
-
-    def _rename(self, old: str, new: str) -> None:
-        for node in self.nodes:
-            node.name = new if node.name == old else node.name
-            node.inputs = [new if t == old else t for t in node.inputs]
-        self.shapes[new] = self.shapes.pop(old)
-        for key, value in self.values.items():
-            if isinstance(value, Act) and value.name == old:
-                self.values[key] = Act(new, value.shape)
 
     # --- what converters use ---------------------------------------------------------------
     def where(self, node: TfNode) -> str:
