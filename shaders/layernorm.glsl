@@ -44,15 +44,11 @@ vec4 compute(int slice, int y, int x) {
 }
 
 #else
-#  ifdef OVER_W
-const ivec2 STEP = ivec2(1, 0);  // (x, y)
-#  else
-const ivec2 STEP = ivec2(0, 1);
-#  endif
+#include "line_walk.glsl"
 
 vec4 compute(int slice, int y, int x) {
-    ivec2 p = ivec2(x, y) * (ivec2(1) - STEP);  // the line's first texel
-    int len = STEP.x * u_input_shape.z + STEP.y * u_input_shape.y;
+    ivec2 p = line_start(y, x);
+    int len = line_length(u_input_shape);
     vec4 sum = vec4(0.0);
     for (int i = 0; i < len; ++i) {
         ivec2 q = p + i * STEP;

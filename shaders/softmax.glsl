@@ -25,16 +25,12 @@ uniform ivec4 u_stats_shape;
 #endif
 
 #if defined(OVER_H) || defined(OVER_W)
-#  ifdef OVER_W
-const ivec2 STEP = ivec2(1, 0);  // (x, y)
-#  else
-const ivec2 STEP = ivec2(0, 1);
-#  endif
+#include "line_walk.glsl"
 
 // (M, S) of the 4 lanes of `slice` along the line through pixel (y, x).
 mat2x4 stats(int slice, int y, int x) {
-    ivec2 p = ivec2(x, y) * (ivec2(1) - STEP);  // the line's first texel
-    int n = STEP.x * u_input_shape.z + STEP.y * u_input_shape.y;
+    ivec2 p = line_start(y, x);
+    int n = line_length(u_input_shape);
     vec4 m = fetch(u_input, u_input_shape, slice, p.y, p.x);
     for (int i = 1; i < n; ++i) {
         ivec2 q = p + i * STEP;
@@ -54,7 +50,7 @@ vec4 compute(int slice, int y, int x) {
     return stats(slice, y, x)[index];
 #  else
 #    if defined(STATS_INPUT)
-    ivec2 p = ivec2(x, y) * (ivec2(1) - STEP);
+    ivec2 p = line_start(y, x);
     mat2x4 s = mat2x4(fetch(u_stats, u_stats_shape, slice, p.y, p.x),
                       fetch(u_stats, u_stats_shape, slice, p.y + STEP.y, p.x + STEP.x));
 #    else
