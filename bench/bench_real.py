@@ -27,7 +27,6 @@ draw between two glFinish, `bench.time_layers`) by kind; GFLOP/s = Σ MFLOPs / �
 --markdown F), progress on stderr.
 """
 
-import argparse
 import json
 import math
 import os
@@ -47,10 +46,11 @@ except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT))
     import glcnn
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "bench" / "tfjs")]
+import bench_cli  # noqa: E402  (bench/, beside this script)
 import real_models as rm  # noqa: E402
 from tfjs_cases import TOOLS, nsfwjs_model  # noqa: E402
 
-from glcnn.commands.bench import AGREEMENT, Settings, bench, machine_info, write_json  # noqa: E402
+from glcnn.commands.bench import AGREEMENT, Settings, bench, machine_info  # noqa: E402
 
 QUICK = Settings(runs=3, warmup=1, budget=0.5, load_times=False)
 KINDS = ("depthwise conv", "1×1 conv", "dense 3×3 conv", "other conv", "everything else")
@@ -380,23 +380,11 @@ def markdown(info: dict, results: dict, precisions, command: str, seconds: float
 
 # --- command line -------------------------------------------------------------------------------
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", default=",".join(MODELS),
-                   help=f"comma-separated subset of: {', '.join(MODELS)}")
-    p.add_argument("--quick", action="store_true", help="smoke run: few runs, no load times")
+    p = bench_cli.parser(__doc__, "models", MODELS, "smoke run: few runs, no load times",
+                         runs=30, warmup=5, budget=3.0)
     p.add_argument("--fp16", action="store_true", help="also time glcnn fp16")
     p.add_argument("--tfjs-cpu", action="store_true", help="also time TF.js's cpu backend")
-    p.add_argument("--runs", type=int, default=30, help="timed runs per measurement (max)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed runs before them")
-    p.add_argument("--budget", type=float, default=3.0,
-                   help="seconds after which a measurement stops (at least 3 runs)")
-    p.add_argument("--json", type=Path, help="write every raw number here")
-    p.add_argument("--markdown", type=Path, help="write the markdown here")
-    args = p.parse_args(argv)
-    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in args.models if m not in MODELS]
-    if unknown:
-        p.error(f"unknown models {unknown}; choose from {', '.join(MODELS)}")
+    args = bench_cli.parse(p, argv, "models", MODELS)
     args.precisions = ["fp32", "fp16"] if args.fp16 else ["fp32"]
     args.tfjs_backends = ["wasm", "cpu"] if args.tfjs_cpu else ["wasm"]
     return args
@@ -421,11 +409,7 @@ def main(argv=None):
     info["load_average_end"] = " ".join(f"{v:.2f}" for v in os.getloadavg())
     seconds = time.perf_counter() - start
     text = markdown(info, results, args.precisions, command.strip(), seconds)
-    print(text)
-    if args.markdown:
-        args.markdown.write_text(text)
-    if args.json:
-        write_json(args.json, {"machine": info, "models": results, "seconds": seconds})
+    bench_cli.write_results(args, text, {"machine": info, "models": results, "seconds": seconds})
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ reference cannot run (e.g. an unsupported op) is reported and the suite goes on.
 Progress goes to stderr, the markdown results (BENCHMARKS.md's results section) to stdout.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -48,10 +47,11 @@ except ImportError:  # running from a checkout without `pip install -e .`
     sys.path.insert(0, str(ROOT))
     import glcnn
 sys.path.insert(0, str(ROOT / "train"))
+import bench_cli  # noqa: E402  (bench/, beside this script)
 from suite_models import MobileNetV2, seeded, transformer_net, unet_128  # noqa: E402
 from torch_models import Autoencoder, DCGANGenerator  # noqa: E402
 
-from glcnn.commands.bench import AGREEMENT, Settings, bench, machine_info, write_json  # noqa: E402
+from glcnn.commands.bench import AGREEMENT, Settings, bench, machine_info  # noqa: E402
 from glcnn.commands.bench_report import slowest  # noqa: E402
 
 QUICK = Settings(runs=3, warmup=1, budget=0.5, load_times=False)
@@ -260,29 +260,17 @@ def markdown(info: dict, results: dict, args, seconds: float) -> str:
 
 # --- command line ------------------------------------------------------------------------------
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", default=",".join(CASES),
-                   help=f"comma-separated subset of: {', '.join(CASES)}")
-    p.add_argument("--quick", action="store_true", help="smoke run: few runs, fp32, no loads")
-    p.add_argument("--runs", type=int, default=30, help="timed runs per measurement (max)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed runs before them")
-    p.add_argument("--budget", type=float, default=3.0,
-                   help="seconds after which a measurement stops (at least 3 runs)")
+    p = bench_cli.parser(__doc__, "models", CASES, "smoke run: few runs, fp32, no loads",
+                         runs=30, warmup=5, budget=3.0)
     p.add_argument("--precisions", default="fp32,fp16", help="glcnn precisions (u8 too)")
     p.add_argument("--top", type=int, default=5, help="slowest layers listed per model")
     p.add_argument("--cache", type=Path, default=Path(os.environ.get(
         "XDG_CACHE_HOME", Path.home() / ".cache")) / "glcnn" / "bench",
                    help="where the exported ONNX files are kept")
-    p.add_argument("--json", type=Path, help="write every raw number here")
-    p.add_argument("--markdown", type=Path, help="write the markdown results here")
     p.add_argument("--tfjs", type=Path, metavar="JSON",
                    help="a bench/tfjs/run_tfjs.py --json result to set beside glcnn's numbers")
-    args = p.parse_args(argv)
+    args = bench_cli.parse(p, argv, "models", CASES)
     args.tfjs = json.loads(args.tfjs.read_text()) if args.tfjs else None
-    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in args.models if m not in CASES]
-    if unknown:
-        p.error(f"unknown models {unknown}; choose from {', '.join(CASES)}")
     args.precisions = ["fp32"] if args.quick else args.precisions.split(",")
     if not set(args.precisions) <= set(AGREEMENT):
         p.error(f"--precisions {args.precisions}: choose from {', '.join(AGREEMENT)}")
@@ -301,11 +289,7 @@ def main(argv=None):
         results[name] = run_case(name, args, settings, ctx)
     seconds = time.perf_counter() - start
     text = markdown(info, results, args, seconds)
-    print(text)
-    if args.markdown:
-        args.markdown.write_text(text)
-    if args.json:
-        write_json(args.json, {"machine": info, "models": results, "seconds": seconds})
+    bench_cli.write_results(args, text, {"machine": info, "models": results, "seconds": seconds})
 
 
 if __name__ == "__main__":

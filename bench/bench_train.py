@@ -32,7 +32,6 @@ the node script); steps/s = 1000 / median ms. Markdown on stdout (or --markdown 
 stderr.
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -53,7 +52,9 @@ except ImportError:  # running from a checkout without `pip install -e .`
     import glcnn
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "bench" / "tfjs"), str(ROOT)]
 
-from glcnn.commands.bench import Settings, machine_info, measure, write_json  # noqa: E402
+import bench_cli  # noqa: E402  (bench/, beside this script)
+
+from glcnn.commands.bench import Settings, machine_info, measure  # noqa: E402
 from glcnn.graph import models  # noqa: E402
 from glcnn.graph.passes import optimize  # noqa: E402
 from glcnn.ops import build_ops  # noqa: E402
@@ -322,24 +323,12 @@ def markdown(info: dict, results: dict, command: str, seconds: float) -> str:
 
 # --- command line -------------------------------------------------------------------------------
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--cases", default=",".join(CASES),
-                   help=f"comma-separated subset of: {', '.join(CASES)}")
-    p.add_argument("--quick", action="store_true", help="smoke run: 3 steps after 1 warm-up")
+    p = bench_cli.parser(__doc__, "cases", CASES, "smoke run: 3 steps after 1 warm-up",
+                         runs=20, warmup=3, budget=10.0, unit="steps")
     p.add_argument("--no-wasm", action="store_true", help="leave out TF.js's wasm backend")
-    p.add_argument("--runs", type=int, default=20, help="timed steps per measurement (max)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
-    p.add_argument("--budget", type=float, default=10.0,
-                   help="seconds after which a measurement stops (at least 3 steps)")
     p.add_argument("--tfjs-timeout", type=float, default=120.0,
                    help="seconds a TF.js process may run (then larger batches are skipped)")
-    p.add_argument("--json", type=Path, help="write every raw number here")
-    p.add_argument("--markdown", type=Path, help="write the markdown here")
-    args = p.parse_args(argv)
-    args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    unknown = [c for c in args.cases if c not in CASES]
-    if unknown:
-        p.error(f"unknown cases {unknown}; choose from {', '.join(CASES)}")
+    args = bench_cli.parse(p, argv, "cases", CASES)
     args.impls = [i for i in IMPLEMENTATIONS if not (args.no_wasm and i == "tfjs-wasm")]
     return args
 
@@ -361,11 +350,7 @@ def main(argv=None):
              "load_average_end": " ".join(f"{v:.2f}" for v in os.getloadavg())}
     seconds = time.perf_counter() - start
     text = markdown(info, results, command.strip(), seconds)
-    print(text)
-    if args.markdown:
-        args.markdown.write_text(text)
-    if args.json:
-        write_json(args.json, {"machine": info, "cases": results, "seconds": seconds})
+    bench_cli.write_results(args, text, {"machine": info, "cases": results, "seconds": seconds})
 
 
 if __name__ == "__main__":
