@@ -124,6 +124,11 @@ vec4 sample_texel(sampler2D t, vec2 inv_size, ivec2 p) {
     return textureLod(t, (vec2(p) + 0.5) * inv_size, 0.0);
 }
 
+// The texel of t under this fragment (gl_FragCoord is its centre), sampled as above.
+vec4 texel_here(sampler2D t) {
+    return textureLod(t, gl_FragCoord.xy / vec2(textureSize(t, 0)), 0.0);
+}
+
 // Texel (x, y) of `slice`; zero outside the HxW tile (padding taps are masked, not clamped).
 vec4 fetch(sampler2D t, ivec4 shape, int slice, int y, int x) {
     bool inside = uint(y) < uint(shape.y) && uint(x) < uint(shape.z);

@@ -5,7 +5,14 @@
 //     ConvTranspose: sum over x's pixels  (a, b) of x[ci(o), a, b] * dZ[o, a*s - p + ky*d, ..]
 // with ci(o) = (o / Cog) * Cg + c. Rows u_rows.x .. u_rows.x + u_rows.y - 1 of the pixels summed
 // only (the trainer adds the chunks by blending).
-// Defines: TRANSPOSED (the forward op is a ConvTranspose); INPUT_BUFFER (x is a samplerBuffer
+// Lane-blocked form (LANE_BLOCK, when the 4 lanes of an x texel are 4 input channels of one
+// group: group 1, or Cg and Cog multiples of 4): fragment (q*kw + kx, s*kh + ky) sums the
+// gradients of input channels 4q..4q+3 at once, one x texel and one dZ texel feeding 16
+// multiply-adds (the plain form: 4), and writes channel 4q + j's to render target j (a layer of
+// a texture array); conv_grad_weight_lanes.glsl then interleaves the layers into the layout.
+// Defines: TRANSPOSED (the forward op is a ConvTranspose); LANE_BLOCK (with CUSTOM_MAIN and
+//          BLOCKED_OUTPUT of BLOCK_X 4, BLOCK_Y 1: common.glsl's 4 render targets frag_block);
+//          INPUT_BUFFER (x is a samplerBuffer
 //          holding its atlas texture row by row, u_input_width texels a row: the trainer copies
 //          it there before the pass, as a blocked conv's input; a fetch costs a quarter of a
 //          2D sample on llvmpipe).
@@ -57,11 +64,71 @@ vec4 input_texel(ivec2 p) {
 #endif
 }
 
+// The pixels summed for kernel tap (kx, ky) of output slice s (rows, cols: [first, last + 1)),
+// how the dZ texel of summed position (b, a) is sampled (grad_base + (b, a) * grad_step) and
+// where x's is, relative to the x slice's tile origin ((b, a) * input_scale + input_shift).
+// Texels are read as NEAREST samples at texel centres (sample_texel in common.glsl: the values
+// texelFetch gives, about twice as fast on llvmpipe, DESIGN.md section 5).
+struct Terms {
+    ivec2 rows, cols;
+    vec2 grad_base, grad_step;
+    ivec2 input_scale, input_shift;
+};
+
+Terms terms(int s, int kx, int ky) {
+    Terms t;
+#ifdef TRANSPOSED
+    ivec4 summed = u_input_shape, strided = u_grad_shape;
+#else
+    ivec4 summed = u_grad_shape, strided = u_input_shape;
+#endif
+    ivec2 offset = ivec2(kx, ky) * u_dilation - u_pad;
+    t.rows = valid_range(u_rows.x, min(u_rows.x + u_rows.y, summed.y), u_stride.y, offset.y,
+                         strided.y);
+    t.cols = valid_range(0, summed.z, u_stride.x, offset.x, strided.z);
+#ifdef TRANSPOSED
+    vec2 grad_scale = vec2(u_stride), grad_shift = vec2(offset);
+    t.input_scale = ivec2(1);
+    t.input_shift = ivec2(0);
+#else
+    vec2 grad_scale = vec2(1.0), grad_shift = vec2(0.0);
+    t.input_scale = u_stride;
+    t.input_shift = offset;
+#endif
+    vec2 inv_grad = 1.0 / vec2(textureSize(u_grad, 0));
+    t.grad_base = (vec2(tile_origin(u_grad_shape, s)) + grad_shift + 0.5) * inv_grad;
+    t.grad_step = grad_scale * inv_grad;
+    return t;
+}
+
+#ifdef LANE_BLOCK
+void main() {
+    ivec2 p = ivec2(gl_FragCoord.xy);
+    int q = p.x / u_kernel.x;
+    int s = p.y / u_kernel.y;
+    mat4 acc = mat4(0.0);  // column j: input channel 4q + j's gradients of output slice s
+    if (4 * q < u_groups.x && s < (u_grad_shape.x + 3) / 4) {
+        // The group's first input channel plus 4q: a multiple of 4 (see the header).
+        int first = 4 * s / u_groups.y * u_groups.x + 4 * q;
+        ivec2 origin = tile_origin(u_input_shape, first / 4);
+        Terms t = terms(s, p.x - q * u_kernel.x, p.y - s * u_kernel.y);
+        for (int a = t.rows.x; a < t.rows.y; ++a) {
+            for (int b = t.cols.x; b < t.cols.y; ++b) {
+                vec4 g = textureLod(u_grad, t.grad_base + vec2(b, a) * t.grad_step, 0.0);
+                acc += outerProduct(g, input_texel(origin + ivec2(b, a) * t.input_scale
+                                                   + t.input_shift));
+            }
+        }
+    }
+    frag_block[0] = acc[0];
+    frag_block[1] = acc[1];
+    frag_block[2] = acc[2];
+    frag_block[3] = acc[3];
+}
+#else
 vec4 compute(int slice, int y, int x) {
     int c = x / u_kernel.x;
-    int kx = x - c * u_kernel.x;
     int s = y / u_kernel.y;
-    int ky = y - s * u_kernel.y;
     if (c >= u_groups.x) return vec4(0.0);  // a DENSE layout's padding columns
     // Input channel of each lane (clamped: lanes past Co have a zero gradient).
     ivec4 ci = min((4 * s + ivec4(0, 1, 2, 3)) / u_groups.y * u_groups.x + c,
@@ -71,34 +138,12 @@ vec4 compute(int slice, int y, int x) {
     ivec2 o1 = channel_origin(u_input_shape, ci.y, lanes[1]);
     ivec2 o2 = channel_origin(u_input_shape, ci.z, lanes[2]);
     ivec2 o3 = channel_origin(u_input_shape, ci.w, lanes[3]);
-    ivec2 grad_origin = tile_origin(u_grad_shape, s);
-#ifdef TRANSPOSED
-    ivec4 summed = u_input_shape, strided = u_grad_shape;
-#else
-    ivec4 summed = u_grad_shape, strided = u_input_shape;
-#endif
-    ivec2 offset = ivec2(kx, ky) * u_dilation - u_pad;
-    ivec2 rows = valid_range(u_rows.x, min(u_rows.x + u_rows.y, summed.y), u_stride.y,
-                             offset.y, strided.y);
-    ivec2 cols = valid_range(0, summed.z, u_stride.x, offset.x, strided.z);
-    // Texels are read as NEAREST samples at texel centres (sample_texel in common.glsl: the
-    // values texelFetch gives, about twice as fast on llvmpipe, DESIGN.md section 5), their
-    // coordinates stepped in float: position (b, a) is at (origin + (b, a) * scale + shift).
-#ifdef TRANSPOSED
-    vec2 grad_scale = vec2(u_stride), grad_shift = vec2(offset);
-    ivec2 input_scale = ivec2(1), input_shift = ivec2(0);
-#else
-    vec2 grad_scale = vec2(1.0), grad_shift = vec2(0.0);
-    ivec2 input_scale = u_stride, input_shift = offset;
-#endif
-    vec2 inv_grad = 1.0 / vec2(textureSize(u_grad, 0));
-    vec2 grad_base = (vec2(grad_origin) + grad_shift + 0.5) * inv_grad;
-    vec2 grad_step = grad_scale * inv_grad;
+    Terms t = terms(s, x - c * u_kernel.x, y - s * u_kernel.y);
     vec4 acc = vec4(0.0);
-    for (int a = rows.x; a < rows.y; ++a) {
-        for (int b = cols.x; b < cols.y; ++b) {
-            vec4 g = textureLod(u_grad, grad_base + vec2(b, a) * grad_step, 0.0);
-            ivec2 at = ivec2(b, a) * input_scale + input_shift;
+    for (int a = t.rows.x; a < t.rows.y; ++a) {
+        for (int b = t.cols.x; b < t.cols.y; ++b) {
+            vec4 g = textureLod(u_grad, t.grad_base + vec2(b, a) * t.grad_step, 0.0);
+            ivec2 at = ivec2(b, a) * t.input_scale + t.input_shift;
             vec4 x0 = input_texel(o0 + at);
             if (u_groups.z != 0) {
                 acc += g * dot(x0, lanes[0]);
@@ -111,3 +156,4 @@ vec4 compute(int slice, int y, int x) {
     }
     return acc;
 }
+#endif

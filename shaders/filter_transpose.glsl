@@ -21,7 +21,7 @@ float source_weight(int target_o, int target_c, ivec2 tap) {
     int o = target_o / u_map.x * u_map.y + target_c;
     int c = target_o - target_o / u_map.x * u_map.x;
     ivec2 p = ivec2(c, o / 4) * u_kernel + tap;
-    return texelFetch(u_source, p, 0)[o % 4];
+    return sample_texel(u_source, 1.0 / vec2(textureSize(u_source, 0)), p)[o % 4];
 }
 
 void main() {

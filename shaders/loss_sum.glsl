@@ -34,11 +34,13 @@ vec4 term(vec4 v, vec4 t) {
 
 vec4 compute(int slice, int y, int x) {
     int width = grid_cols(u_input_shape) * u_input_shape.z;
+    vec2 inv_input = 1.0 / vec2(textureSize(u_input, 0));
+    vec2 inv_target = 1.0 / vec2(textureSize(u_target, 0));
     vec4 acc = vec4(0.0);
     for (int r = 0; r < u_rows.y; ++r) {
         for (int b = 0; b < width; ++b) {
             ivec2 p = ivec2(b, u_rows.x + r);
-            acc += term(texelFetch(u_input, p, 0), texelFetch(u_target, p, 0));
+            acc += term(sample_texel(u_input, inv_input, p), sample_texel(u_target, inv_target, p));
         }
     }
     return vec4(dot(acc, vec4(1.0)) * u_scale, 0.0, 0.0, 0.0);

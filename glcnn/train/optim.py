@@ -67,14 +67,19 @@ class Slot:
     Args:
         ctx: the glcnn Context. new_image: (size) -> a fresh float32 texture of that layout
             size (Compiler.new_image). data: the (height, width, 4) initial layout.
-        grad: the gradient texture (same layout). hyper: the optimiser.
+        grad: the gradient texture (same layout), or with `lanes` (the uniforms u_kernel,
+            u_groups) the texture array of a lane-blocked weight gradient (grad_lanes.glsl).
+        hyper: the optimiser.
         target: the forward pipeline's weight texture (2D or BufferTexture) to copy into.
     """
 
-    def __init__(self, ctx, new_image, data: np.ndarray, grad, hyper: Hyper, target):
+    def __init__(self, ctx, new_image, data: np.ndarray, grad, hyper: Hyper, target,
+                 lanes: dict | None = None):
         self.ctx, self.hyper, self.grad, self.target = ctx, hyper, grad, target
         self.height, self.width = data.shape[:2]
+        self.lanes = lanes or {}
         shader, defines, states = hyper.shader()
+        defines |= {"LANE_GRAD": 1} if lanes else {}
         zeros = np.zeros_like(data)
         self.sets = [[self._image(new_image, data if i == 0 else zeros)]
                      + [self._image(new_image, zeros) for _ in range(states)] for i in range(2)]
@@ -126,6 +131,7 @@ class Slot:
         for unit, tex in enumerate(units):
             tex.use(unit)
         uniforms = self.hyper.uniforms(step) | {s: i for i, s in enumerate(self.samplers)}
+        uniforms |= self.lanes
         self.ctx.set_uniforms(self.program, {k: v for k, v in uniforms.items()
                                              if k in self.program})
         self.fbos[1 - self.turn].use()

@@ -21,17 +21,28 @@ from ..graph.graph import Graph
 from ..importers.npz import save as save_npz
 from ..layout import Atlas, pack, unpack
 from ..ops import build_ops
-from ..runtime.compiler import Compiler
+from ..runtime.compiler import Compiler, Unblock
+from ..runtime.gl import layer_framebuffer
 from ..runtime.pipeline import Pipeline
 from ..runtime.plan import Plan
 from .backward import CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight, weight_layer
 from .grad_ops import LOSSES, ConvGradBias, ConvGradWeight, GemmGradWeight, LossSum, rows_chunks
 from .optim import Hyper, Slot
 
+# Input-gradient convs of fewer FLOPs run direct: a blocked pass is two programs to compile
+# (the test suite's small convs), and saves little on a small conv.
+BLOCKED_MIN_FLOPS = 4_000_000
+
 
 class _Plan(Plan):
-    """The backward passes' plan: direct passes, every tensor its own texture, and no weight
-    in a buffer texture (the input-gradient convs' filters are drawn into each step)."""
+    """The backward passes' plan: every tensor its own texture, no weight in a buffer texture
+    (the input-gradient convs' filters are drawn into each step), and only the input-gradient
+    convs of at least BLOCKED_MIN_FLOPS spatially blocked (the forward pipeline's strategy)."""
+
+    def _blocking(self):
+        flops = {op.node.name: op.flops() for op in self.ops}
+        return {name: blocking for name, blocking in super()._blocking().items()
+                if flops[name] >= BLOCKED_MIN_FLOPS}
 
     def buffered(self, op):
         return []
@@ -79,6 +90,9 @@ class Trainer:
         self.pipeline = Pipeline(graph, ctx, "fp32", keep="all")
         self.ctx, self.steps = self.pipeline.ctx, 0
         self.backward, self.passes, self.slots = bgraph, [], []
+        # Gradient tensor -> the pass interleaving its lane-blocked render targets into it
+        # (drawn by gradients(); the optimisers read the targets).
+        self._lanes: dict[str, Unblock] = {}
         try:
             self._compile(bgraph)
         except BaseException:
@@ -88,9 +102,10 @@ class Trainer:
     def _compile(self, bgraph: Graph) -> None:
         """The backward passes and the optimiser's slots (see the module docstring)."""
         ops, self.shapes = build_ops(bgraph)
-        # Direct passes: the blocked form of the input-gradient convs saved ~10 ms of a 150 ms
-        # step (32² autoencoder) for 4× the test suite's program compiles.
-        plan = _Plan(bgraph, ops, self.shapes, self.ctx, "fp32", "direct", set(self.shapes))
+        # The large input-gradient convs blocked as the forward pipeline's (_Plan): 32²
+        # autoencoder, 12-13 -> 2.4-4 ms each for its 64↔256-channel ones.
+        plan = _Plan(bgraph, ops, self.shapes, self.ctx, "fp32", self.pipeline.strategy,
+                     set(self.shapes))
         self._compiler = compiler = Compiler(self.ctx, plan, self.shapes, "fp32", None)
         for name in bgraph.inputs:  # the target's, or the forward pipeline's textures
             layer = weight_layer(name)
@@ -104,11 +119,26 @@ class Trainer:
                 p.input_buffer = compiler.input_buffer(compiler.textures[op.node.inputs[0]])
                 p.copy_input = True
             self.passes.append(p)
+            if isinstance(op, ConvGradWeight) and op.lane_blocked():
+                self._lanes[op.node.output] = self._lane_pass(p, compiler)
         chunks = {id(p): _chunks(p.op) for p in self.passes}
         self._chunks = {key: rows for key, rows in chunks.items() if rows is not None}
         for param in self.params:
             self.slots.append(self._slot(param, compiler))
         self.ctx.check_error("compiling the backward passes")
+
+    def _lane_pass(self, p, compiler) -> Unblock:
+        """Point lane-blocked weight-gradient pass `p` (ConvGradWeight.lane_blocked) at the 4
+        layers of a texture array of its own; returns the pass interleaving them into its
+        output (conv_grad_weight_lanes.glsl)."""
+        size = p.op.lanes_size()
+        lanes = compiler.new_image(size, 4, "f4")
+        out, p.fbo = p.fbo, layer_framebuffer(self.ctx, lanes, 4, size)
+        program = self.ctx.program("conv_grad_weight_lanes.glsl", {"CUSTOM_MAIN": 1},
+                                   p.op.node.name)
+        uniforms = {k: v for k, v in p.op.all_uniforms().items() if k in ("u_kernel", "u_groups")}
+        return Unblock(program, self.ctx.gl.vertex_array(program, []), out, lanes,
+                       uniforms | {"u_grad": 0})
 
     def _forward_op(self, layer: str):
         return next(p.op for p in self.pipeline.passes if p.op.node.name == layer)
@@ -117,12 +147,15 @@ class Trainer:
         op = self._forward_op(param.layer)
         sampler = "u_weights" if param.key == "W" else "u_params"
         data = op.all_textures()[sampler]
-        grad = compiler.textures[param.grad]
+        grad, lanes = compiler.textures[param.grad], None
+        if param.grad in self._lanes:  # the optimiser reads the lane-blocked targets
+            grad, lanes = self._lanes[param.grad].targets, self._lanes[param.grad].uniforms
         if Atlas.of(self.shapes[param.grad]).size != (data.shape[1], data.shape[0]):
             raise GlcnnError(f"layer {quote(param.layer)}: gradient layout "
                              f"{self.shapes[param.grad]} does not match {data.shape}")
         slot = Slot(self.ctx, lambda size: compiler.new_image(size, dtype="f4"), data, grad,
-                    self.hyper, self.pipeline.weight_texture(param.layer, sampler))
+                    self.hyper, self.pipeline.weight_texture(param.layer, sampler),
+                    {k: v for k, v in lanes.items() if k != "u_grad"} if lanes else None)
         dx = next((p for p in self.passes if p.op.node.name == f"dx:{param.layer}"), None)
         if dx is not None and param.key == "W" and op.op_type in CONVS:
             ci, co, cg, cog = op.channels()
@@ -263,6 +296,8 @@ class Trainer:
 
     def _read(self, name: str) -> np.ndarray:
         """Backward tensor `name` as float32 (C, H, W)."""
+        if name in self._lanes:  # a lane-blocked weight gradient: interleave it first
+            self._lanes[name].draw(self.ctx)
         tex = self._compiler.textures[name]
         data = np.frombuffer(tex.read(), np.float32).reshape(tex.height, tex.width, 4)
         return unpack(data, self.shapes[name])
@@ -300,9 +335,13 @@ class Trainer:
                 tex.release()
         for tex in owned.values():
             tex.release()
+        for interleave in self._lanes.values():
+            interleave.vao.release()
+            interleave.fbo.release()
+            interleave.targets.release()
         for buffer in (compiler.input_buffers.values() if compiler else ()):
             buffer.release()
-        self.slots, self.passes = [], []
+        self.slots, self.passes, self._lanes = [], [], {}
         self.pipeline.release()
 
     def __enter__(self):
