@@ -14,14 +14,23 @@
 
 uniform ivec4 u_map;
 uniform ivec2 u_kernel;
+#ifdef SOURCE_BUFFER
+uniform samplerBuffer u_source;
+uniform int u_source_width;
+#else
 uniform sampler2D u_source;
+#endif
 
 float source_weight(int target_o, int target_c, ivec2 tap) {
     if (target_o >= u_map.z || target_c >= u_map.w) return 0.0;
     int o = target_o / u_map.x * u_map.y + target_c;
     int c = target_o - target_o / u_map.x * u_map.x;
     ivec2 p = ivec2(c, o / 4) * u_kernel + tap;
+#ifdef SOURCE_BUFFER
+    return texelFetch(u_source, p.y * u_source_width + p.x)[o % 4];
+#else
     return sample_texel(u_source, 1.0 / vec2(textureSize(u_source, 0)), p)[o % 4];
+#endif
 }
 
 void main() {

@@ -5,8 +5,8 @@
 //     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // Padding texels stay zero (zero weight, zero gradient, zero moments).
 // Defines: CUSTOM_MAIN, BLOCKED_OUTPUT with BLOCK_X = 3, BLOCK_Y = 1, BLOCK_STEP = 1 (render
-//          targets: the new weights, m, v); ADAMW (decoupled weight decay); LANE_GRAD (u_grad
-//          is a lane-blocked gradient's texture array, grad_lanes.glsl).
+//          targets: the new weights, m, v); ADAMW (decoupled weight decay); PARAM_BUFFER,
+//          LANE_GRAD (optim_inputs.glsl).
 // Uniforms: u_adam (lr, b1, b2, eps), u_step (lr / (1 - b1^t), sqrt(1 - b2^t), wd, 0).
 // Samplers: u_param, u_grad, u_m, u_v.
 
@@ -14,21 +14,14 @@
 #error optim_adam.glsl needs CUSTOM_MAIN (it has its own main())
 #endif
 
-uniform sampler2D u_param;
-#ifdef LANE_GRAD
-#include "grad_lanes.glsl"
-#define GRADIENT lane_gradient(ivec2(gl_FragCoord.xy))
-#else
-uniform sampler2D u_grad;
-#define GRADIENT texel_here(u_grad)
-#endif
+#include "optim_inputs.glsl"
 uniform sampler2D u_m;
 uniform sampler2D u_v;
 uniform vec4 u_adam;
 uniform vec4 u_step;
 
 void main() {
-    vec4 w = texel_here(u_param);  // common.glsl: a sample, ~3x faster than texelFetch here
+    vec4 w = PARAM;
     vec4 g = GRADIENT;
 #ifdef ADAMW
     w = w * (1.0 - u_adam.x * u_step.z);

@@ -3,8 +3,8 @@
 // step, where buf is still zero); g = nesterov ? g + momentum * buf : buf; p -= lr * g.
 // Padding texels stay zero (zero weight, zero gradient).
 // Defines: CUSTOM_MAIN, BLOCKED_OUTPUT with BLOCK_X = 2, BLOCK_Y = 1, BLOCK_STEP = 1 (two
-//          render targets: the new weights, the new momentum buffer); NESTEROV; LANE_GRAD
-//          (u_grad is a lane-blocked gradient's texture array, grad_lanes.glsl).
+//          render targets: the new weights, the new momentum buffer); NESTEROV;
+//          PARAM_BUFFER, LANE_GRAD (optim_inputs.glsl).
 // Uniforms: u_sgd (lr, momentum, weight decay, 0).
 // Samplers: u_param, u_grad, u_buf (the momentum buffer).
 
@@ -12,19 +12,12 @@
 #error optim_sgd.glsl needs CUSTOM_MAIN (it has its own main())
 #endif
 
-uniform sampler2D u_param;
-#ifdef LANE_GRAD
-#include "grad_lanes.glsl"
-#define GRADIENT lane_gradient(ivec2(gl_FragCoord.xy))
-#else
-uniform sampler2D u_grad;
-#define GRADIENT texel_here(u_grad)
-#endif
+#include "optim_inputs.glsl"
 uniform sampler2D u_buf;
 uniform vec4 u_sgd;
 
 void main() {
-    vec4 w = texel_here(u_param);  // common.glsl: a sample, ~3x faster than texelFetch here
+    vec4 w = PARAM;
     vec4 g = GRADIENT + u_sgd.z * w;
     vec4 buf = u_sgd.y * texel_here(u_buf) + g;
 #ifdef NESTEROV

@@ -77,9 +77,12 @@ class Slot:
                  lanes: dict | None = None):
         self.ctx, self.hyper, self.grad, self.target = ctx, hyper, grad, target
         self.height, self.width = data.shape[:2]
-        self.lanes = lanes or {}
+        self.extra = dict(lanes or {})  # uniforms besides the optimiser's and samplers
+        # The weights are read from a buffer target (always equal to `current` after publish).
+        self.buffered = isinstance(target, BufferTexture)
         shader, defines, states = hyper.shader()
         defines |= {"LANE_GRAD": 1} if lanes else {}
+        defines |= {"PARAM_BUFFER": 1} if self.buffered else {}
         zeros = np.zeros_like(data)
         self.sets = [[self._image(new_image, data if i == 0 else zeros)]
                      + [self._image(new_image, zeros) for _ in range(states)] for i in range(2)]
@@ -90,10 +93,11 @@ class Slot:
         self.fbos = [self._fbo(texs) for texs in self.sets]
         self.turn = 0  # sets[turn] is current
         self.samplers = ["u_param", "u_grad"] + (["u_buf"] if states == 1 else ["u_m", "u_v"])
+        self.extra |= {"u_param_width": self.width} if self.buffered else {}
         self.transposes: list[tuple] = []
         # A 2D target is written from a pixel buffer on the GL side (copy_framebuffer into a
         # texture went through 8 bits per channel on llvmpipe).
-        self.staging = None if isinstance(target, BufferTexture) else \
+        self.staging = None if self.buffered else \
             ctx.gl.buffer(reserve=self.width * self.height * 16)
 
     def _image(self, new_image, data: np.ndarray):
@@ -119,7 +123,11 @@ class Slot:
     def add_transpose(self, texture, size: tuple[int, int], uniforms: dict) -> None:
         """Also re-lay the weights out into `texture` ((width, height) = `size` corner) with
         filter_transpose.glsl and `uniforms` (u_map, u_kernel) after each update."""
-        program = self.ctx.program("filter_transpose.glsl", {"CUSTOM_MAIN": 1}, "optimizer")
+        # From the buffer target where there is one (a quarter of a 2D sample's cost).
+        defines = {"CUSTOM_MAIN": 1} | ({"SOURCE_BUFFER": 1} if self.buffered else {})
+        program = self.ctx.program("filter_transpose.glsl", defines, "optimizer")
+        if self.buffered:
+            uniforms = uniforms | {"u_source_width": self.width}
         fbo = self.ctx.gl.framebuffer(color_attachments=[texture])
         fbo.viewport = fbo.scissor = (0, 0, *size)
         self.transposes.append((program, self.ctx.gl.vertex_array(program, []), fbo,
@@ -127,11 +135,12 @@ class Slot:
 
     def update(self, step: int) -> None:
         """One optimiser step into the other set, which becomes current; then publish."""
-        units = [self.current, self.grad] + self.sets[self.turn][1:]
+        units = [self.target if self.buffered else self.current, self.grad] \
+            + self.sets[self.turn][1:]
         for unit, tex in enumerate(units):
             tex.use(unit)
         uniforms = self.hyper.uniforms(step) | {s: i for i, s in enumerate(self.samplers)}
-        uniforms |= self.lanes
+        uniforms |= self.extra
         self.ctx.set_uniforms(self.program, {k: v for k, v in uniforms.items()
                                              if k in self.program})
         self.fbos[1 - self.turn].use()
@@ -142,7 +151,7 @@ class Slot:
     def publish(self) -> None:
         """Copy the current layout into the pipeline's texture and the transposed ones."""
         source = self.fbos[self.turn]
-        if isinstance(self.target, BufferTexture):
+        if self.buffered:
             source.read_into(self.target.buffer, viewport=(0, 0, self.width, self.height),
                              components=4, dtype="f4")
         else:
@@ -150,7 +159,7 @@ class Slot:
                              components=4, dtype="f4")
             self.target.write(self.staging, viewport=(0, 0, self.width, self.height))
         for program, vao, fbo, uniforms in self.transposes:
-            self.current.use(0)
+            (self.target if self.buffered else self.current).use(0)
             self.ctx.set_uniforms(program, uniforms)
             fbo.use()
             vao.render(moderngl.TRIANGLES, vertices=3)
