@@ -294,6 +294,26 @@ class Trainer:
                              f"{', '.join(map(quote, grads))}")
         return self._read(grads[tensor])
 
+    def gradient_texture(self, name: str):
+        """The texture holding the last sample's dL/d`name` for a forward tensor (as `gradient`
+        names them), or the last step's gradient of weight `name` ("enc1.weight", as
+        `state_dict` names them) in the layer's filter or bias layout (as its weight texture:
+        `pipeline.weight_layout` gives its size), for drawing it (the training window's `g`).
+
+        Raises:
+            GlcnnError: no such gradient (those there are named).
+        """
+        self.ctx.activate()
+        grads = self.backward.meta["gradients"]
+        params = {p.torch_name: p.grad for p in self.params}
+        tensor = grads.get(name) or params.get(name)
+        if tensor is None:
+            raise GlcnnError(f"no gradient of {quote(name)}; there are gradients of "
+                             f"{', '.join(map(quote, [*grads, *params]))}")
+        if tensor in self._lanes:  # a lane-blocked weight gradient: interleave it first
+            self._lanes[tensor].draw(self.ctx)
+        return self._compiler.textures[tensor]
+
     def _read(self, name: str) -> np.ndarray:
         """Backward tensor `name` as float32 (C, H, W)."""
         if name in self._lanes:  # a lane-blocked weight gradient: interleave it first

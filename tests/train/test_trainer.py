@@ -116,3 +116,31 @@ def test_unsupported_layers_and_settings_are_refused_by_name(ctx):
     with pytest.raises(glcnn.GlcnnError, match="no gradient of 'image'"):
         trainer.gradient("image")
     trainer.release()
+
+
+def test_gradient_textures_hold_torch_gradients(ctx):
+    """What the training window draws with `g`: a tensor's gradient texture (atlas layout)
+    and a weight's (its filter layout, interleaved from the lane-blocked targets) hold
+    PyTorch's gradients."""
+    from glcnn.layout import unpack
+    from glcnn.train.weights import from_layout
+
+    graph = autoencoder(12, channels=(8, 12))
+    trainer = glcnn.Trainer(graph, optimizer="sgd", lr=0.0, ctx=ctx)
+    reference = TorchGraph(graph)
+    x = np.random.default_rng(3).random((3, 12, 12)).astype(np.float32)
+    trainer.step(x, x)
+    want, values = reference.loss(x[None], x[None])
+    want.backward()
+    tex = trainer.gradient_texture("enc1.weight")
+    height, width, _ = trainer.pipeline.weight_layout("enc1")
+    layout = np.frombuffer(tex.read(), np.float32).reshape(tex.height, tex.width, 4)
+    got = from_layout(trainer._forward_op("enc1"), "W", layout[:height, :width])
+    assert relative_error(got, reference.params["enc1.weight"].grad.numpy()) < 1e-5
+    grad = trainer.gradient_texture("enc2")
+    data = np.frombuffer(grad.read(), np.float32).reshape(grad.height, grad.width, 4)
+    assert relative_error(unpack(data, trainer.pipeline.shapes["enc2"]),
+                          values["enc2"].grad.numpy()[0]) < 1e-5
+    with pytest.raises(glcnn.GlcnnError, match="no gradient of 'nope'.*'enc1.weight'"):
+        trainer.gradient_texture("nope")
+    trainer.release()
