@@ -29,7 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import GlcnnError, ModelFileError, UnsupportedOpError, kinds_and_names, quote
+from ..errors import (
+    GlcnnError,
+    ModelFileError,
+    ShapeError,
+    UnsupportedOpError,
+    kinds_and_names,
+    quote,
+)
 from ..graph.graph import Graph, Node, bind_output, float32
 from ..limits import memory_budget, mib
 from . import (  # noqa: F401 (onnx_spatial, onnx_moves, onnx_seq register converters)
@@ -191,9 +198,31 @@ class OnnxImport:
         for node in dynamic:
             convert(self, node)
         self._bind_outputs()
+        self._check_sizes(dynamic)  # after the converters' own checks (batch size, ...)
         graph = Graph(inputs, self.nodes, list(self.output_names), self._meta())
         graph.validate()
         return graph
+
+    def _check_sizes(self, dynamic):
+        """No tensor comes out of shape inference with a size ≤ 0 (a kernel larger than its
+        padded input, e.g. from an input_size too small or not the model's H, W).
+
+        Raises:
+            ShapeError: naming the first node that makes one, its shape, and the input size.
+        """
+        for node in dynamic:
+            for name in node.output:
+                dims = self.shapes.get(name)
+                if dims and any(d is not None and d <= 0 for d in dims):
+                    given = (f"input_size={tuple(self.input_size)}" if self.input_size
+                             else "the model's input size")
+                    inputs = {i.name: dims_text([d.dim_value or None for d in
+                                                 i.type.tensor_type.shape.dim])
+                              for i in self.model.graph.input if i.name in self.input_names}
+                    raise ShapeError(f"node {quote(_label(node))} ({node.op_type}) gives "
+                                     f"{quote(name)} the shape {dims_text(dims)}: a size ≤ 0 "
+                                     f"with {given} (too small for this model, or not its "
+                                     f"height and width; inputs: {inputs})")
 
     def _check_defined(self):
         """Every tensor a node reads comes from an input, an initializer or an earlier node.

@@ -106,6 +106,14 @@ def test_import_without_a_size_asks_for_one(tmp_path):
         glcnn.load_graph(save(upsampler(), tmp_path))
 
 
+def test_a_size_too_small_for_the_model_is_named(tmp_path):
+    """classifier()'s 3×3 stride-2 conv has no output pixel on a 1×1 input: a ShapeError
+    naming the node, its shape and the size given (was a "malformed meta" error)."""
+    with pytest.raises(glcnn.ShapeError, match=r"node .*\(Conv\) gives 'conv' the shape "
+                       r"\[1, 6, 0, 0\]: a size ≤ 0 with input_size=\(1, 1\)"):
+        glcnn.load_graph(save(classifier(), tmp_path), input_size=(1, 1))
+
+
 def test_open_channels_are_refused(tmp_path):
     path = save(upsampler((1, "C", "H", "W")), tmp_path)
     with pytest.raises(glcnn.UnsupportedOpError, match="only the height and width"):
