@@ -57,6 +57,18 @@ class _Plan(Plan):
         return super().reads_input_buffer(op, in_place)
 
 
+class _TrainingPipeline(Pipeline):
+    """The forward Pipeline of a Trainer: `weights(layer)` gives the training weights, read
+    back from the GPU the first time it is asked after a step (Trainer._sync)."""
+
+    trainer = None
+
+    def weights(self, layer: str) -> dict[str, np.ndarray]:
+        if self.trainer is not None:
+            self.trainer._sync(layer)
+        return super().weights(layer)
+
+
 class Trainer:
     """Train `graph` on the GPU with a mean-reduced loss and a PyTorch optimiser.
 
@@ -87,8 +99,10 @@ class Trainer:
                              f"{quote(weight_decay)}: expected numbers ({exc})") from None
         self.hyper.check()
         bgraph, self.params = backward_graph(graph, loss)
-        self.pipeline = Pipeline(graph, ctx, "fp32", keep="all")
+        self.pipeline = _TrainingPipeline(graph, ctx, "fp32", keep="all")
         self.ctx, self.steps = self.pipeline.ctx, 0
+        self._synced: dict[str, int] = {}  # layer -> the step its pipeline copy is from
+        self.pipeline.trainer = self
         self.backward, self.passes, self.slots = bgraph, [], []
         # Gradient tensor -> the pass interleaving its lane-blocked render targets into it
         # (drawn by gradients(); the optimisers read the targets).
@@ -248,15 +262,22 @@ class Trainer:
                 for p, slot in zip(self.params, self.slots)}
 
     def weights(self, layer: str) -> dict[str, np.ndarray]:
-        """`layer`'s training weights now, named and shaped as `pipeline.weights` gives them;
-        the pipeline's copy (`pipeline.weights`, `pipeline.graph`) is brought up to date."""
+        """`layer`'s training weights now, named and shaped as `pipeline.weights` gives them
+        (the same: `pipeline.weights(layer)` reads the training weights too)."""
+        return self.pipeline.weights(layer)
+
+    def _sync(self, layer: str) -> None:
+        """Bring the pipeline's copy of `layer`'s weights (`pipeline.weights`, its node in
+        `pipeline.graph`) up to date with the training weights, once per step at most."""
+        if self._synced.get(layer) == self.steps or not self.slots:
+            return
         self.ctx.activate()
         node = self.pipeline.graph.node(layer)
         for p, slot in zip(self.params, self.slots):
             if p.layer == layer:
                 value = from_layout(self._forward_op(layer), p.key, slot.read())
                 self.pipeline.set_weights(layer, *graph_weight(node, p.key, value))
-        return self.pipeline.weights(layer)
+        self._synced[layer] = self.steps
 
     def set_weights(self, layer: str, name: str, array) -> int:
         """Replace weight `name` of `layer` (as `weights` gives it) in the training weights,

@@ -62,6 +62,11 @@ def test_twenty_steps_match_torch(name, loss, ctx):
     state = trainer.state_dict()
     errors = {k: relative_error(state[k], v.detach().numpy()) for k, v in reference.params.items()}
     assert max(errors.values()) <= TOLERANCE, errors
+    # The pipeline's weights are the training weights after any step, with no other call.
+    names = {"weight": "W", "bias": "B"}
+    errors = {k: relative_error(trainer.pipeline.weights(k.split(".")[0])[names[k.split(".")[1]]],
+                                v.detach().numpy()) for k, v in reference.params.items()}
+    assert max(errors.values()) <= TOLERANCE, errors
     trainer.release()
 
 
