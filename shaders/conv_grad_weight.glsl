@@ -15,7 +15,7 @@
 //          INPUT_BUFFER (x is a samplerBuffer
 //          holding its atlas texture row by row, u_input_width texels a row: the trainer copies
 //          it there before the pass, as a blocked conv's input; a fetch costs a quarter of a
-//          2D sample on llvmpipe).
+//          2D sample on llvmpipe); GRAD_BUFFER (dZ likewise, u_grad_width texels a row).
 // Uniforms: u_input_shape, u_grad_shape, u_stride, u_dilation, u_pad (x, y), u_kernel (kw, kh),
 //           u_groups (Cg, Cog, 1 if the 4 lanes of a slice read one input channel), u_rows.
 // Samplers: u_input (the forward input x), u_grad (dZ: the forward output's gradient before
@@ -28,7 +28,12 @@ uniform int u_input_width;
 uniform sampler2D u_input;
 #endif
 uniform ivec4 u_input_shape;
+#ifdef GRAD_BUFFER
+uniform samplerBuffer u_grad;
+uniform int u_grad_width;
+#else
 uniform sampler2D u_grad;
+#endif
 uniform ivec4 u_grad_shape;
 uniform ivec2 u_stride;
 uniform ivec2 u_dilation;
@@ -65,13 +70,13 @@ vec4 input_texel(ivec2 p) {
 }
 
 // The pixels summed for kernel tap (kx, ky) of output slice s (rows, cols: [first, last + 1)),
-// how the dZ texel of summed position (b, a) is sampled (grad_base + (b, a) * grad_step) and
-// where x's is, relative to the x slice's tile origin ((b, a) * input_scale + input_shift).
-// Texels are read as NEAREST samples at texel centres (sample_texel in common.glsl: the values
-// texelFetch gives, about twice as fast on llvmpipe, DESIGN.md section 5).
+// where the dZ texel of summed position (b, a) is (grad_origin + (b, a) * grad_scale, read by
+// grad_texel) and x's, relative to the x slice's tile origin ((b, a) * input_scale +
+// input_shift).
 struct Terms {
     ivec2 rows, cols;
-    vec2 grad_base, grad_step;
+    ivec2 grad_origin, grad_scale;
+    vec2 grad_base, grad_step;  // the same in texture coordinates, for a 2D u_grad
     ivec2 input_scale, input_shift;
 };
 
@@ -87,18 +92,33 @@ Terms terms(int s, int kx, int ky) {
                          strided.y);
     t.cols = valid_range(0, summed.z, u_stride.x, offset.x, strided.z);
 #ifdef TRANSPOSED
-    vec2 grad_scale = vec2(u_stride), grad_shift = vec2(offset);
+    t.grad_scale = u_stride;
+    t.grad_origin = tile_origin(u_grad_shape, s) + offset;
     t.input_scale = ivec2(1);
     t.input_shift = ivec2(0);
 #else
-    vec2 grad_scale = vec2(1.0), grad_shift = vec2(0.0);
+    t.grad_scale = ivec2(1);
+    t.grad_origin = tile_origin(u_grad_shape, s);
     t.input_scale = u_stride;
     t.input_shift = offset;
 #endif
+#ifndef GRAD_BUFFER
     vec2 inv_grad = 1.0 / vec2(textureSize(u_grad, 0));
-    t.grad_base = (vec2(tile_origin(u_grad_shape, s)) + grad_shift + 0.5) * inv_grad;
-    t.grad_step = grad_scale * inv_grad;
+    t.grad_base = (vec2(t.grad_origin) + 0.5) * inv_grad;
+    t.grad_step = vec2(t.grad_scale) * inv_grad;
+#endif
     return t;
+}
+
+// dZ's texel at summed position (b, a): a buffer fetch, or a NEAREST sample at its centre
+// (sample_texel in common.glsl: texelFetch's value, about twice as fast on llvmpipe).
+vec4 grad_texel(Terms t, int a, int b) {
+#ifdef GRAD_BUFFER
+    ivec2 p = t.grad_origin + ivec2(b, a) * t.grad_scale;
+    return texelFetch(u_grad, p.y * u_grad_width + p.x);
+#else
+    return textureLod(u_grad, t.grad_base + vec2(b, a) * t.grad_step, 0.0);
+#endif
 }
 
 #ifdef LANE_BLOCK
@@ -114,7 +134,7 @@ void main() {
         Terms t = terms(s, p.x - q * u_kernel.x, p.y - s * u_kernel.y);
         for (int a = t.rows.x; a < t.rows.y; ++a) {
             for (int b = t.cols.x; b < t.cols.y; ++b) {
-                vec4 g = textureLod(u_grad, t.grad_base + vec2(b, a) * t.grad_step, 0.0);
+                vec4 g = grad_texel(t, a, b);
                 acc += outerProduct(g, input_texel(origin + ivec2(b, a) * t.input_scale
                                                    + t.input_shift));
             }
@@ -142,7 +162,7 @@ vec4 compute(int slice, int y, int x) {
     vec4 acc = vec4(0.0);
     for (int a = t.rows.x; a < t.rows.y; ++a) {
         for (int b = t.cols.x; b < t.cols.y; ++b) {
-            vec4 g = textureLod(u_grad, t.grad_base + vec2(b, a) * t.grad_step, 0.0);
+            vec4 g = grad_texel(t, a, b);
             ivec2 at = ivec2(b, a) * t.input_scale + t.input_shift;
             vec4 x0 = input_texel(o0 + at);
             if (u_groups.z != 0) {

@@ -47,6 +47,18 @@ class _Plan(Plan):
     def buffered(self, op):
         return []
 
+    def defines(self, op, in_place) -> dict:
+        """A weight gradient reads dZ from a buffer texture too where it fits one
+        (conv_grad_weight.glsl GRAD_BUFFER; the trainer copies it in before the pass)."""
+        defines = super().defines(op, in_place)
+        return defines | ({"GRAD_BUFFER": 1} if self.reads_grad_buffer(op) else {})
+
+    def reads_grad_buffer(self, op) -> bool:
+        if not isinstance(op, ConvGradWeight):
+            return False
+        width, height = self.allocated(Atlas.of(self.shapes[op.node.inputs[1]]).size)
+        return self.ctx.buffer_fits(width * height)
+
     def reads_input_buffer(self, op, in_place) -> bool:
         """Weight gradients read the forward input x from a buffer texture (INPUT_BUFFER in
         conv_grad_weight.glsl) where it fits one: 32² autoencoder on llvmpipe, its two
@@ -107,6 +119,8 @@ class Trainer:
         # Gradient tensor -> the pass interleaving its lane-blocked render targets into it
         # (drawn by gradients(); the optimisers read the targets).
         self._lanes: dict[str, Unblock] = {}
+        # id(pass) -> (dZ's name, the buffer texture it is copied into before the pass).
+        self._grad_buffers: dict[int, tuple] = {}
         try:
             self._compile(bgraph)
         except BaseException:
@@ -133,6 +147,11 @@ class Trainer:
                 p.input_buffer = compiler.input_buffer(compiler.textures[op.node.inputs[0]])
                 p.copy_input = True
             self.passes.append(p)
+            if plan.reads_grad_buffer(op):
+                tensor = op.node.inputs[1]
+                buffer = compiler.input_buffer(compiler.textures[tensor])
+                p.uniforms["u_grad_width"] = buffer.width
+                self._grad_buffers[id(p)] = (tensor, buffer)
             if isinstance(op, ConvGradWeight) and op.lane_blocked():
                 self._lanes[op.node.output] = self._lane_pass(p, compiler)
         chunks = {id(p): _chunks(p.op) for p in self.passes}
@@ -223,9 +242,13 @@ class Trainer:
         """Draw the backward passes for the sample in the pipeline's textures, adding the
         weight gradients and the loss into their textures."""
         gl = self.ctx.gl
-        textures = self._compiler.textures
         for p in self.passes:
             chunks = self._chunks.get(id(p))
+            textures = self._compiler.textures
+            if id(p) in self._grad_buffers:  # dZ read from a buffer texture: copy it there
+                tensor, buffer = self._grad_buffers[id(p)]
+                buffer.copy_from(textures[tensor])
+                textures = textures | {tensor: buffer}
             if chunks is None:
                 p.draw(self.ctx, textures, None)
                 continue
