@@ -4,7 +4,10 @@ of a source, target = input, on the GPU (glcnn.Trainer), in the viewer's window 
 The window is the viewer's (glcnn/viewer/window.py) running the Trainer's forward pipeline:
 input | reconstruction | a layer's activations | its filters, all drawn from the textures the
 training writes, and a live loss plot. The bending keys edit the training weights
-(Trainer.set_weights): zero a filter and watch training bring it back.
+(Trainer.set_weights): zero a filter and watch training bring it back. `g` shows gradients
+instead: the layer panel dL/d(layer) of the last trained sample (diverging colours, `d`
+remembered per view), the filter panel the last step's dL/d(layer.weight), each tile on its
+own range (Trainer.gradient_texture: drawn from the textures, as the activations are).
 
 Frames go into a replay pool (the last POOL frames) and each step trains on frames drawn from it
 at random: consecutive frames are nearly the same, and training on them in order forgets what it
@@ -21,12 +24,17 @@ import numpy as np
 from ..errors import GlcnnError
 from ..train import Trainer
 from .bending import Bender
-from .panels import GAP, PLOT_H, STATUS_H, LinePlot
+from .labels import describe_no_gradient
+from .panels import GAP, PLOT_H, STATUS_H, LinePlot, label_lines
 from .sources import SyntheticSource
-from .window import Viewer
+from .window import KEYS, Viewer
 
 POOL = 256  # frames kept for replay
 HELD_OUT = [100_000 + 37 * k for k in range(16)]  # synthetic frames never trained on
+# The viewer's keys and `g`, listed by `h` before help and quit.
+TRAINING_KEYS = {**{k: v for k, v in KEYS.items() if v[0] not in ("print_help", "quit")},
+                 "g": ("toggle_gradients", (), "gradients: dL/d layer, filters' gradient"),
+                 **{k: v for k, v in KEYS.items() if v[0] in ("print_help", "quit")}}
 
 
 @dataclasses.dataclass
@@ -119,6 +127,20 @@ class TrainingWeights:
         return self.trainer.set_weights(layer, name, array)
 
 
+class Gradients:
+    """The layer panel's tensor with gradients on: dL/d(tensor) of the last trained sample,
+    through the methods the window draws a panel with (as Pipeline.texture, Pipeline.read)."""
+
+    def __init__(self, viewer):
+        self.viewer = viewer
+
+    def texture(self, name):
+        return self.viewer.gradient_texture(name)
+
+    def read(self, name):
+        return self.viewer.trainer.gradient(name)
+
+
 class TrainingViewer(Viewer):
     """The viewer's window training its graph on `source`'s frames, one step per frame.
 
@@ -127,8 +149,12 @@ class TrainingViewer(Viewer):
         report: called as report(step, loss) after each step, or None.
     """
 
+    keys = TRAINING_KEYS
+
     def __init__(self, graph, source, options: Options, report=None, visible=True):
         self.options, self.report = options, report
+        # `g`: gradients shown; the `d` setting of the view not shown (gradients: diverging)
+        self.gradients, self._other_diverging, self._gradients = False, True, {}
         super().__init__(graph, source, layer=options.layer, visible=visible)
         self.bender = Bender(TrainingWeights(self.trainer))
         self.pool = FramePool(source, self.input_shape, graph.meta, seed=options.seed)
@@ -155,8 +181,50 @@ class TrainingViewer(Viewer):
         if self.report is not None:
             self.report(self.trainer.steps, loss)
 
+    # --- gradients (`g`) -------------------------------------------------------------------
+    def toggle_gradients(self):
+        self.gradients = not self.gradients
+        self.diverging, self._other_diverging = self._other_diverging, self.diverging
+
+    def gradient_texture(self, name):
+        """Trainer.gradient_texture(name), asked once per frame (it interleaves a lane-blocked
+        weight gradient with a draw); None when `name` has none (the loss does not depend
+        on it)."""
+        if name not in self._gradients:
+            try:
+                self._gradients[name] = self.trainer.gradient_texture(name)
+            except GlcnnError:
+                self._gradients[name] = None
+        return self._gradients[name]
+
+    def panel_source(self, index: int):
+        return Gradients(self) if self.gradients and index == 2 else self.pipe
+
+    def filter_texture(self):
+        if self.gradients:
+            return self.gradient_texture(f"{self.layer}.weight")
+        return super().filter_texture()
+
+    def panels(self) -> list[tuple]:
+        """Viewer.panels; with gradients on, without the layer panel and the filters panel
+        when the layer has no gradient (their labels say so)."""
+        result = super().panels()
+        if not self.gradients:
+            return result
+        layer = self.gradient_texture(self.layer) is not None
+        weight = any(kind == "filters" for kind, *_ in result) and \
+            self.gradient_texture(f"{self.layer}.weight") is not None
+        return [panel for i, panel in enumerate(result)
+                if (i != 2 or layer) and (panel[0] != "filters" or weight)]
+
     def draw(self):
+        self._gradients = {}  # this frame's: asked before the panels draw
+        if self.gradients:
+            self.gradient_texture(self.layer)
+            self.gradient_texture(f"{self.layer}.weight")
         super().draw()
+        if self.gradients and self.gradient_texture(self.layer) is None:
+            label_lines(self.overlay, 2, describe_no_gradient(self.layer))
         s = self.options.settings
         rate = self.trainer.steps / max(time.perf_counter() - (self.started or 0), 1e-6)
         text = (f"training step {self.trainer.steps}  batch {self.options.batch}  "

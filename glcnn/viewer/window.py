@@ -98,6 +98,8 @@ class Viewer:
             graph; a `labels` file that cannot be read (before any window opens).
     """
 
+    keys = KEYS  # the bindings `_on_key` and `h` use (a training window adds `g`)
+
     def __init__(self, graph, source, layer=None, visible=True, labels=None):
         self.labels = read_labels(labels) if isinstance(labels, str | Path) else labels
         self.size = WINDOW
@@ -132,6 +134,11 @@ class Viewer:
     def make_pipeline(self, graph) -> Pipeline:
         """The pipeline the window runs and shows (a training window: its Trainer's)."""
         return Pipeline(graph, self.ctx, keep="all")
+
+    def panel_source(self, index: int):
+        """Where panel `index` gets its tensor (`texture(name)`, `read(name)`): the pipeline
+        (a training window's `g`: the layer panel from the gradients)."""
+        return self.pipe
 
     # --- frames in ---------------------------------------------------------------------
     def upload(self, frame: np.ndarray):
@@ -210,7 +217,7 @@ class Viewer:
             self._banks[self.layer] = bank_of(node, self.pipe.weights(self.layer)["W"].shape)
         return self._banks[self.layer]
 
-    def _filter_image(self):
+    def filter_texture(self):
         """The shown layer's filter texture, or for filters in a buffer texture (which
         filter_grid.glsl cannot sample) a 2D copy, made again after each edit (`bend`)."""
         tex = self.pipe.weight_texture(self.layer)
@@ -234,23 +241,23 @@ class Viewer:
         labels = {}
         for i, (kind, rect, name, shape, extra) in enumerate(self.panels()):
             if kind == "display":
-                self.display.draw(screen, rect, self.pipe.texture(name), shape, extra["mode"],
-                                  self.channel, value_range=extra["value_range"],
+                self.display.draw(screen, rect, self.panel_source(i).texture(name), shape,
+                                  extra["mode"], self.channel, value_range=extra["value_range"],
                                   diverging=self.diverging and extra["mode"] != "image",
                                   view=extra["view"])
                 labels[i] = describe_tensor(self, i, name, shape, extra["mode"], extra["view"])
             elif kind == "filters":
-                self.filter_grid.draw(screen, rect, self._filter_image(), extra["bank"],
+                self.filter_grid.draw(screen, rect, self.filter_texture(), extra["bank"],
                                       self.in_channel)
                 labels[3] = describe_filters(self, extra["bank"])
             else:
-                values = self.pipe.read(name).reshape(-1)  # C numbers: sorted and named here
+                values = self.panel_source(i).read(name).reshape(-1)  # C numbers: sorted, named
                 if kind == "top_k":
                     top_k_bars(self.overlay, rect, values, self.labels)
                 else:
                     vector_bars(self.overlay, rect, values)
                 labels[i] = describe_vector(self, i, name, shape, values, kind)
-        labels.setdefault(3, [f"filters: {self.layer} has none", "[ ] picks a conv layer"])
+        labels.setdefault(3, describe_filters(self, None))
         for i, lines in labels.items():
             label_lines(self.overlay, i, lines)
         self.lines.draw(self.overlay, (GAP, STATUS_H, self.size[0] - 2 * GAP, PLOT_H - 4))
@@ -292,7 +299,7 @@ class Viewer:
     def _on_key(self, window, key, scancode, action, mods):
         if action not in (self.glfw.PRESS, self.glfw.REPEAT):
             return
-        binding = KEYS.get(key_name(self.glfw, key, scancode))
+        binding = self.keys.get(key_name(self.glfw, key, scancode))
         if binding is not None:
             method, args, _ = binding
             getattr(self, method)(*args)
@@ -338,7 +345,7 @@ class Viewer:
 
     def print_help(self):
         lines: dict[str, list[str]] = {}
-        for name, (_, _, text) in KEYS.items():
+        for name, (_, _, text) in self.keys.items():
             lines.setdefault(text, []).append(name)
         print("\n".join(f"  {' / '.join(names):<12} {text}" for text, names in lines.items()))
 
