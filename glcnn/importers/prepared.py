@@ -13,15 +13,17 @@ from disk (read-only, never scanned again for NaN/Inf) the next time.
   a hash of 16 spread 64 KiB samples of its bytes, and by glcnn's own code (the size and time
   of its modules), and by the input size a model with open sizes was specialised for
   (`load_optimized(path, input_size=(H, W))`: one entry per size): editing the model or
-  upgrading glcnn makes a new entry. An ONNX model's
-  external-data files (`Graph.meta["external_data"]`) are stamped the same way in its entry,
-  which serves only while every one of them is unchanged (else the model is imported again
-  and the entry rewritten). A file modified less than `RACY_SECONDS` ago, model or external
+  upgrading glcnn makes a new entry. The other files an import reads, an ONNX model's
+  external-data files (`Graph.meta["external_data"]`) and a TF.js model's weight shards (the
+  `paths` of model.json's `weightsManifest`), are stamped the same way in its entry, which
+  serves only while every one of them is unchanged (else the model is imported again and the
+  entry rewritten). A file modified less than `RACY_SECONDS` ago, model or external
   data, is not cached (as git does for "racily clean" files): a rewrite within the file
   system's timestamp granularity could otherwise keep its key.
 - Entries unused for longest are removed once the folder holds more than
   ``GLCNN_CACHE_MAX_MB`` (default 2048).
-- Only ``.onnx`` and ``.npz`` files are cached (a TF.js model spans several files).
+- ``.onnx``, ``.npz`` and TF.js ``model.json`` files are cached; a TF.js model is not while
+  custom layer builders are registered (`tfjs.register_layer`: code the key does not see).
 - A cache that cannot be written (read-only home, full disk) or an entry that does not read
   back (truncated, from another glcnn) is skipped with a warning: the model is imported from
   its file as if there were no cache. Errors in the model file itself are raised as always.
@@ -54,10 +56,11 @@ from ..resources import caching
 from . import load_graph, model_path
 from . import npz as native
 from .onnx_inputs import check_input_size
+from .tfjs_custom import CUSTOM
 
 MAGIC = b"GLCNNPR1"
 ALIGN = 64
-CACHED_SUFFIXES = (".onnx", ".npz")
+CACHED_SUFFIXES = (".onnx", ".npz", ".json")
 DEFAULT_MAX_MB = 2048
 RACY_SECONDS = 2.0
 SAMPLES, SAMPLE_BYTES = 16, 64 << 10
@@ -119,7 +122,8 @@ def _entry_for(path: Path, cache: bool | None, input_size=None) -> Path | None:
     importer then says so properly)."""
     if cache is None:
         cache = caching()
-    if not cache or path.suffix.lower() not in CACHED_SUFFIXES:
+    suffix = path.suffix.lower()
+    if not cache or suffix not in CACHED_SUFFIXES or suffix == ".json" and CUSTOM:
         return None
     try:
         if not path.is_file() or time.time() - path.stat().st_mtime < RACY_SECONDS:
@@ -165,10 +169,10 @@ def _file_stamp(path) -> str:
 
 
 def _sources(path: Path, graph: Graph) -> dict[str, str] | None:
-    """{resolved path: stamp} of the external-data files an ONNX model's import read; None
-    (not cached) if one was modified within RACY_SECONDS, is unreadable, or is not in the
-    model's folder."""
-    files = graph.meta.get("external_data", []) if path.suffix.lower() == ".onnx" else []
+    """{resolved path: stamp} of the files besides `path` that its import read (`_read_also`);
+    None (not cached) if one was modified within RACY_SECONDS, is unreadable, or is not in
+    the model's folder."""
+    files = _read_also(path, graph)
     root = os.path.realpath(path.parent)
     sources = {}
     try:
@@ -183,6 +187,22 @@ def _sources(path: Path, graph: Graph) -> dict[str, str] | None:
     return sources
 
 
+def _read_also(path: Path, graph: Graph):
+    """The files (relative to the model's folder) an import of `path` read besides it: an ONNX
+    model's external data, a TF.js model's weight shards; a non-list where model.json does not
+    list its shards as the importer reads them (then nothing is cached)."""
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        return graph.meta.get("external_data", [])
+    if suffix != ".json":
+        return []
+    try:
+        manifest = json.loads(path.read_bytes()).get("weightsManifest", [])
+        return [shard for group in manifest for shard in group["paths"]]
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return None
+
+
 def _unchanged(sources) -> bool:
     """Whether every file of `sources` ({resolved path: stamp}) still has its stamp."""
     try:
@@ -193,7 +213,6 @@ def _unchanged(sources) -> bool:
         return False
 
 
-@functools.cache
 @functools.cache
 def _code_stamp() -> list:
     """Size and time of every glcnn module (the importers, the graph passes and the ops all

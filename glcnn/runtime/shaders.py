@@ -66,13 +66,24 @@ def build_source(shader: str, defines: dict) -> str:
         GlcnnError: a define that is not an identifier with an integer value; an include
             that is missing, not a whole line `#include "name.glsl"`, or part of a cycle.
     """
+    head = ["#version 330 core"] + [f"#define {k} {v}" for k, v in checked_defines(shader,
+                                                                                defines)]
+    return "\n".join(head + [spliced(shader)])
+
+
+def checked_defines(shader: str, defines: dict) -> tuple[tuple[str, int], ...]:
+    """`defines` as sorted (name, int) pairs: what a program's source depends on besides its
+    files, so a key for the programs made from it.
+
+    Raises:
+        GlcnnError: a define that is not an identifier with an integer value.
+    """
     for key, value in defines.items():
         if not (isinstance(key, str) and _DEFINE_NAME.match(key)) or \
                 not isinstance(value, int | np.integer):
             raise GlcnnError(f"shader {shader}: refusing #define {key!r} = {value!r} "
                              "(defines must be identifiers with integer values)")
-    head = ["#version 330 core"] + [f"#define {k} {int(v)}" for k, v in sorted(defines.items())]
-    return "\n".join(head + [spliced(shader)])
+    return tuple(sorted((key, int(value)) for key, value in defines.items()))
 
 
 @functools.cache

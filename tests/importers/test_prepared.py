@@ -5,8 +5,10 @@ file that changed; broken or unwritable caches fall back to importing the file."
 
 import json
 import os
+import shutil
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -295,3 +297,57 @@ def test_cached_weights_are_not_scanned_again_but_nan_weights_still_fail(cache, 
     prepared.write_entry(bad, entry)
     with pytest.raises(glcnn.WeightError, match="NaN|Inf|finite"):
         build_ops(prepared.read_entry(entry))
+
+
+TFJS = Path(__file__).resolve().parents[1] / "data" / "tfjs"
+
+
+def tfjs_model(tmp_path, name="autoencoder"):
+    """A copy of the TF.js test model `name` (model.json and its shards), settled."""
+    folder = tmp_path / name
+    shutil.copytree(TFJS / name, folder)
+    for file in folder.iterdir():
+        settled(file)
+    return folder / "model.json"
+
+
+def test_a_tfjs_model_is_cached_and_runs_as_tfjs_did(ctx, cache, tmp_path, monkeypatch):
+    path = tfjs_model(tmp_path)
+    fresh = optimize(glcnn.load_graph(path))
+    assert_same_graph(fresh, prepared.load_optimized(path))
+    assert len(entries(cache)) == 1
+    monkeypatch.setattr(prepared, "load_graph", lambda p: pytest.fail("imported again"))
+    cached = prepared.load_optimized(path)
+    assert_same_graph(fresh, cached)
+    assert all(mapped(w) for node in cached.nodes for w in node.weights.values())
+    case = json.loads((path.parent / "case.json").read_text())
+    x = np.load(path.parent / case["inputs"]["enc1_input"])
+    with glcnn.load(path, ctx=ctx) as pipe:  # the cached graph
+        ours = pipe.run(x)
+    assert_close(ours, np.load(path.parent / case["outputs"]["dec2"]), "fp32",
+                 "TF.js autoencoder from the cache vs TF.js")
+
+
+def test_a_changed_tfjs_weight_shard_is_read_again(cache, tmp_path):
+    path = tfjs_model(tmp_path)
+    first = prepared.load_optimized(path)
+    (shard,) = path.parent.glob("*.bin")
+    data = bytearray(shard.read_bytes())
+    data[:4] = np.float32(0.5).tobytes()  # the first weight, same size
+    stamp = shard.stat().st_mtime_ns
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(stamp + 10**9, stamp + 10**9))
+    second = prepared.load_optimized(path)
+    assert_same_graph(optimize(glcnn.load_graph(path)), second)
+    assert not all(np.array_equal(a, b) for x, y in zip(first.nodes, second.nodes)
+                   for a, b in zip(x.weights.values(), y.weights.values()))
+
+
+def test_tfjs_models_are_not_cached_while_custom_layers_are_registered(cache, tmp_path):
+    from glcnn.importers.tfjs import custom_layer
+    path = tfjs_model(tmp_path)
+    with custom_layer("NoSuchLayer", lambda imp, call: imp.act(call), emits=()):
+        prepared.load_optimized(path)
+    assert entries(cache) == []
+    prepared.load_optimized(path)
+    assert len(entries(cache)) == 1

@@ -113,6 +113,25 @@ def test_wrapped_moderngl_context_shares_one_program_cache(ctx, graphs):
         gl.release()
 
 
+def test_a_program_source_is_built_once_per_shader_and_defines(monkeypatch, graphs):
+    """Layers with the same shader and defines share a program: its source is assembled and
+    hashed at the first request only (a pipeline asks once per pass)."""
+    from glcnn.runtime import shaders
+    built = []
+    real = shaders.build_source
+    monkeypatch.setattr(shaders, "build_source", lambda s, d: built.append(s) or real(s, d))
+    own = glcnn.Context()
+    try:
+        pipe = glcnn.Pipeline(graphs["autoencoder"], own)
+        requests = len(built)
+        glcnn.Pipeline(graphs["autoencoder"], own).release()
+        assert len(built) == requests == len(own.programs)
+        _check(pipe, _feeds(pipe.graph, 1), "autoencoder after cached program requests")
+        pipe.release()
+    finally:
+        own.gl.release()
+
+
 def test_driver_is_the_one_asked_for(ctx):
     """Under the driver matrix (tests/runtime/test_drivers.py), the context really is that driver,
     at the GL version and limits asked for: a matrix run on the wrong driver proves nothing."""
