@@ -55,6 +55,19 @@ WEIGHTS tap_weights(WEIGHTS_ROW row, int c, int kx) {
 #endif
 }
 
+// Weights `w` of 4 input channels scaled by their input gate `g` (INPUT_GATE): W·diag(g), or w·g
+// depthwise. Once per input slice, for every pixel of the block (on each pixel's input it would
+// be BLOCK multiplies: +25 % on a 1×1 conv from 240 to 480 channels on llvmpipe).
+WEIGHTS gated(WEIGHTS w, vec4 g) {
+#if defined(INPUT_GATE) && defined(DENSE)
+    return mat4(w[0] * g.x, w[1] * g.y, w[2] * g.z, w[3] * g.w);
+#elif defined(INPUT_GATE)
+    return w * g;
+#else
+    return w;
+#endif
+}
+
 #ifdef WIDE_INPUT
 #include "conv_block_columns.glsl"
 #else

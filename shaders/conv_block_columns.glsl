@@ -35,10 +35,11 @@ void compute_block(int slice, int oy, int ox) {
         for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
             INPUT_TILE tile = tile_at(origin);
             mat2x4 range = storage_range(u_input_shape, s);
+            vec4 gate = input_gate(s);  // applied to the weights, shared by the block's pixels
             WEIGHTS w[NW];
             for (int t = 0; t < NW; ++t) {
                 int kx = tap_column(t);
-                w[t] = kx < KW ? tap_weights(w_at, c, kx) : WEIGHTS(0.0);
+                w[t] = kx < KW ? gated(tap_weights(w_at, c, kx), gate) : WEIGHTS(0.0);
             }
             for (int jy = 0; jy < BLOCK_Y; ++jy) {
                 for (int m = 0; m < SPAN_X; ++m) {

@@ -12,6 +12,11 @@
 //          where the GL allows that many texels in one);
 //          IN_ACT_RELU or IN_ACT_LEAKYRELU (DENSE or DEPTHWISE: the activation is applied to
 //          every input texel as it is fetched; both map 0 to 0, so masked taps stay zero);
+//          INPUT_GATE (DENSE or DEPTHWISE: every input slice is scaled by its texel of the
+//          (C, 1, 1) gate u_gate as it is fetched);
+//          INPUT_MEAN (a 1×1 conv without pads, DENSE or DEPTHWISE, never blocked: the input
+//          u_input_shape (C, H, W) is read as its spatial mean (C, 1, 1), each tap (0, 0)
+//          summing the slice's whole tile);
 //          BLOCKED_OUTPUT (spatial blocking, common.glsl: compute_block() instead of compute(),
 //          conv_block.glsl; DENSE or DEPTHWISE) with STRIDE_X, DILATION_X (BLOCKED_OUTPUT only:
 //          the x stride and dilation, constants for the blocked loops; the direct form reads
@@ -40,6 +45,12 @@
 #endif
 #if (defined(IN_ACT_RELU) || defined(IN_ACT_LEAKYRELU)) && !defined(DENSE) && !defined(DEPTHWISE)
 #error IN_ACT_RELU and IN_ACT_LEAKYRELU need DENSE or DEPTHWISE
+#endif
+#if defined(INPUT_GATE) && !defined(DENSE) && !defined(DEPTHWISE)
+#error INPUT_GATE needs DENSE or DEPTHWISE
+#endif
+#if defined(INPUT_MEAN) && ((!defined(DENSE) && !defined(DEPTHWISE)) || defined(BLOCKED_OUTPUT))
+#error INPUT_MEAN needs DENSE or DEPTHWISE, and no BLOCKED_OUTPUT
 #endif
 #if defined(BLOCKED_OUTPUT) && !defined(DENSE) && !defined(DEPTHWISE)
 #error BLOCKED_OUTPUT needs DENSE or DEPTHWISE

@@ -14,11 +14,23 @@
 // Texel (x, y) of input `slice`, whose tile starts at `origin`; (y, x) lies inside the tile
 // unless MASK_TAPS, where taps with no input read zero.
 vec4 input_texel(ivec2 origin, int slice, int y, int x) {
+#ifdef INPUT_MEAN
+    // The mean of the slice's H×W tile (a 1×1 conv's only tap reads y = x = 0).
+    vec4 sum = vec4(0.0);
+    for (int i = 0; i < u_input_shape.y; ++i) {
+        for (int j = 0; j < u_input_shape.z; ++j) {
+            vec4 stored = sample_texel(u_input, input_texel_size, origin + ivec2(j, i));
+            sum += input_activation(decode(stored, u_input_shape, slice));
+        }
+    }
+    return sum / float(u_input_shape.y * u_input_shape.z);
+#else
 #ifdef MASK_TAPS
     if (uint(y) >= uint(u_input_shape.y) || uint(x) >= uint(u_input_shape.z)) return vec4(0.0);
 #endif
     vec4 stored = sample_texel(u_input, input_texel_size, origin + ivec2(x, y));
     return input_activation(decode(stored, u_input_shape, slice));
+#endif
 }
 
 vec4 compute(int slice, int oy, int ox) {
@@ -44,11 +56,12 @@ vec4 compute(int slice, int oy, int ox) {
     if (ivec3(ty.x, ty.z, tx.x) == ivec3(0, 1, 0) && tx.z == 1 && ty.y == KH - 1 &&
             tx.y == KW - 1) {
         // Every tap visited and inside the tile: constant loop bounds, which the compiler
-        // unrolls.
+        // unrolls. One input slice: one gate for every tap.
+        vec4 gate = input_gate(slice);
         for (int ky = 0; ky < KH; ++ky) {
             WEIGHTS_ROW row = weights_row(slice, ky);
             for (int kx = 0; kx < KW; ++kx) {
-                acc += weights_texel(row, kx) * input_texel(first_origin, slice,
+                acc += weights_texel(row, kx) * gate * input_texel(first_origin, slice,
                     src.y + ky * src_step.y, src.x + kx * src_step.x);
             }
         }
@@ -68,7 +81,7 @@ vec4 compute(int slice, int oy, int ox) {
             ivec2 origin = first_origin;
             int s = first_slice;
             for (int c = 0; c < CG_LOOP; c += 4, ++s) {
-                vec4 x = input_texel(origin, s, iy, ix);
+                vec4 x = input_texel(origin, s, iy, ix) * input_gate(s);
 #ifdef DENSE
                 acc += mat4(tap(c, slice, ky, kx), tap(c + 1, slice, ky, kx),
                             tap(c + 2, slice, ky, kx), tap(c + 3, slice, ky, kx)) * x;

@@ -1,12 +1,13 @@
 // conv_inputs.glsl - what a conv program reads (conv.glsl, conv_transpose.glsl): its uniforms
-// and samplers, the fused input activation, and the filter layout tap by tap.
+// and samplers, the fused input activation and gate, and the filter layout tap by tap.
 // Defines: conv_defines.glsl.
 // Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
 //           u_cog output channels per group, u_cg input channels per group,
 //           u_cg_loop (WIDE_INPUT: CG padded to whole slices), u_in_alpha (IN_ACT_LEAKYRELU),
 //           u_in_block (BLOCKED_INPUT: the producer's u_block), u_input_width (INPUT_BUFFER).
 // Samplers: u_input (activation atlas; with BLOCKED_INPUT a sampler2DArray, with INPUT_BUFFER
-//           a samplerBuffer of the atlas texture row by row), u_weights
+//           a samplerBuffer of the atlas texture row by row), u_gate (INPUT_GATE: the
+//           (C, 1, 1) gate, shape u_gate_shape), u_weights
 //           (layout.pack_filters of (Co, CG, KH, KW); with WEIGHTS_BUFFER a samplerBuffer
 //           holding that layout row by row, u_weights_width texels a row), u_params (row 0:
 //           bias).
@@ -53,6 +54,23 @@ vec4 input_activation(vec4 x) {
     return mix(x * u_in_alpha, x, greaterThanEqual(x, vec4(0.0)));
 #else
     return x;
+#endif
+}
+
+#ifdef INPUT_GATE
+uniform sampler2D u_gate;
+uniform ivec4 u_gate_shape;
+#endif
+
+// The fused input gate (glcnn.graph.fuse_gate): the factors of input slice s's 4 channels, or
+// 1. A gated conv reads x * gate (after the input activation); 0 * gate = 0 keeps masked taps
+// zero.
+vec4 input_gate(int s) {
+#ifdef INPUT_GATE
+    vec2 texel_size = 1.0 / vec2(textureSize(u_gate, 0));
+    return decode(sample_texel(u_gate, texel_size, tile_origin(u_gate_shape, s)), u_gate_shape, s);
+#else
+    return vec4(1.0);
 #endif
 }
 

@@ -16,10 +16,14 @@
   into the conv before it (its weights), or after an activation into the host's epilogue.
 - `fuse_norm.fuse_layernorm`: the decomposed LayerNorm chain (ReduceMean, Sub, Pow, ...)
   becomes one LayerNormalization.
+- `fuse_gate.fuse_input_gates`: a squeeze-excitation Mul(x, gate (C, 1, 1)) read only by convs
+  is applied by those convs as they fetch x; `fuse_gate.fuse_pooled_convs`: a small global
+  average pool read only by 1×1 convs is summed by those convs themselves.
 `optimize` runs them all, the LayerNorm fusion first, then reductions and reshapes, BatchNorm,
-swish and affine folds into weights, residual adds, activations, affine epilogues, input
-activations (so conv → BN → add → relu is one pass, conv → ·a + b → hardswish → ·c + d too,
-and InstanceNormalization → Relu ends in one normalise pass with the Relu fused).
+swish and affine folds into weights, residual adds, activations, affine epilogues, pools
+and gates into convs, input activations (so conv → BN → add → relu is one pass, conv → ·a + b
+→ hardswish → ·c + d too, and InstanceNormalization → Relu ends in one normalise pass with the
+Relu fused).
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +36,7 @@ from ..ops.batchnorm import batchnorm_affine
 from ..ops.conv import INPUT_ACTIVATIONS
 from ..ops.reduce import spatial_axes
 from .fuse_affine import fold_affine, fuse_swish, scale_conv
+from .fuse_gate import fuse_input_gates, fuse_pooled_convs
 from .fuse_norm import fuse_layernorm
 from .graph import Graph, Node
 
@@ -266,4 +271,4 @@ def optimize(graph: Graph) -> Graph:
     graph = drop_identity_reshapes(expand_reductions(fuse_layernorm(graph)))
     graph = fold_affine(fuse_swish(fold_batchnorm(graph)), into="weights")
     graph = fold_affine(fuse_activations(fuse_residual_add(graph)), into="epilogue")
-    return fuse_input_activations(graph)
+    return fuse_input_activations(fuse_input_gates(fuse_pooled_convs(graph)))

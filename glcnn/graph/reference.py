@@ -4,7 +4,7 @@ inputs)` evaluates a `Graph` node by node.
 `EVALUATORS` maps each ONNX op type to a function of (node, values) that reads the node's
 attributes and weights and calls the op's numpy function (glcnn/graph/reference_ops.py, all
 importable from here too); `evaluate` then applies the epilogue the graph passes may have
-fused into the node (input activation, residual add, activation).
+fused into the node (input activation, mean and gate, residual add, activation).
 """
 
 import numpy as np
@@ -332,6 +332,11 @@ def evaluate(node, values):
     if pre:
         x = values[node.inputs[0]]
         values = {**values, node.inputs[0]: activation(pre["op"], x, pre, {})}
+    if node.attrs.get("input_mean"):  # glcnn.graph.fuse_gate: the conv reads x's H, W mean
+        values = {**values, node.inputs[0]: reduce_hw(values[node.inputs[0]], "mean", (2, 3))}
+    if node.attrs.get("input_gate"):  # glcnn.graph.fuse_gate: x · gate (C, 1, 1)
+        x = values[node.inputs[0]] * values[node.inputs[1]]
+        values = {**values, node.inputs[0]: x}
     return _epilogue(node, fn(node, values), values)
 
 

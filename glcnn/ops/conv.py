@@ -23,6 +23,14 @@ slices of inputs per group, 4 FMAs per fetch), DEPTHWISE (one input channel per 
 channel), or the generic per-lane path. DENSE and DEPTHWISE also have a spatially
 blocked form (`compute_block`, several output pixels per fragment), which the pipeline
 picks per context (`block_step` says whether a layer has one; README "Speed").
+
+A Conv with attrs["input_gate"] (glcnn.graph.fuse_gate: a squeeze-excitation Mul folded in)
+reads a second input, the gate g of shape (Ci, 1, 1), and convolves x·g instead of x: each
+fetched input slice is scaled by its gate texel (after any input activation); inputs are then
+(x, g[, residual]).
+A 1×1 Conv with attrs["input_mean"] (glcnn.graph.fuse_gate: the global average pool before a
+squeeze-excitation block's first layer folded in) reads x (C, H, W) and convolves its spatial
+mean (C, 1, 1): each fragment sums its input slices' whole tiles itself.
 """
 
 import numpy as np
@@ -45,6 +53,8 @@ class _ConvBase(Op):
 
     def check(self):
         self.x_shape = self.in_shapes[0]
+        if self.node.attrs.get("input_mean"):  # the conv reads x's spatial mean
+            self.x_shape = (self.x_shape[0], 1, 1)
         self.group = int(self.node.attrs.get("group", 1))
         self.strides = self.attr_ints("strides", 2, (1, 1))
         self.dilations = self.attr_ints("dilations", 2, (1, 1))
@@ -60,6 +70,8 @@ class _ConvBase(Op):
         self._check_kernel()
         self.check_weights()
         self._check_input_activation()
+        self._check_input_gate()
+        self._check_input_mean()
         if any(v <= 0 for v in self.output_shape()):
             self.fail(f"input {self.x_shape} gives an empty output {self.output_shape()}")
 
@@ -105,6 +117,32 @@ class _ConvBase(Op):
             self.fail("input_activation needs whole input slices per group (DENSE or "
                       "DEPTHWISE)", UnsupportedOpError)
 
+    def _check_input_gate(self):
+        if not self.node.attrs.get("input_gate"):
+            return
+        ci = self.channels()[0]
+        residual = bool(self.node.attrs.get("residual"))
+        if self.node.op != "Conv" or len(self.in_shapes) != 2 + residual:
+            self.fail("input_gate needs a Conv reading (x, gate[, residual])", UnsupportedOpError)
+        if self.in_shapes[1] != (ci, 1, 1):
+            self.fail(f"input gate {quote(self.node.inputs[1])} has shape {self.in_shapes[1]}, "
+                      f"expected ({ci}, 1, 1)")
+        if self.variant() == "GENERIC":
+            self.fail("input_gate needs whole input slices per group (DENSE or DEPTHWISE)",
+                      UnsupportedOpError)
+
+    def _check_input_mean(self):
+        if not self.node.attrs.get("input_mean"):
+            return
+        if self.node.op != "Conv" or self.W.shape[2:] != (1, 1) or any(self.pads) or \
+                self.node.attrs.get("input_gate") or self.variant() == "GENERIC":
+            self.fail("input_mean needs a 1×1 Conv without pads or input gate, DENSE or "
+                      "DEPTHWISE", UnsupportedOpError)
+
+    def all_samplers(self):
+        gate = ("u_gate",) if self.node.attrs.get("input_gate") else ()
+        return self.samplers + gate + super().all_samplers()[1:]
+
     def variant(self) -> str:
         ci, co, cg, cog = self.channels()
         if self.group == 1 or (cg % 4 == 0 and cog % 4 == 0):
@@ -117,6 +155,8 @@ class _ConvBase(Op):
         variant, padded = self.variant(), self._columns()
         pre = self.node.attrs.get("input_activation")
         extra = {"IN_ACT_" + pre["op"].upper(): 1} if pre else {}
+        extra |= {"INPUT_GATE": 1} if self.node.attrs.get("input_gate") else {}
+        extra |= {"INPUT_MEAN": 1} if self.node.attrs.get("input_mean") else {}
         # Several input slices per group: the loop bound is a uniform, so one program serves
         # every width (MobileNetV2's 1×1 convs: 24 -> 12 programs, cold load 5.1 -> 4.0 s;
         # runs within 1% of a constant bound on llvmpipe).
@@ -154,7 +194,8 @@ class _ConvBase(Op):
         return out
 
     def flops(self):
-        return 2 * int(np.prod(self.W.shape)) * int(np.prod(self.spatial_positions()))
+        mean = int(np.prod(self.in_shapes[0])) if self.node.attrs.get("input_mean") else 0
+        return 2 * int(np.prod(self.W.shape)) * int(np.prod(self.spatial_positions())) + mean
 
     def block_step(self):
         # Blocking saves weight fetches but adds a copy pass that reads every render target

@@ -109,7 +109,7 @@ def _check_trainable(node: Node, shapes: dict) -> None:
     where = f"layer {quote(node.name)} ({node.label})"
     if node.op not in SUPPORTED:
         raise UnsupportedOpError(f"{where}: training supports {', '.join(SUPPORTED)} so far")
-    for key in ("input_activation", "affine"):
+    for key in ("input_activation", "affine", "input_gate", "input_mean"):
         if node.attrs.get(key):
             raise UnsupportedOpError(f"{where}: no backward pass for a fused {key} yet")
     _check_activation(where, _activation(node))

@@ -102,6 +102,15 @@ def test_unsupported_layers_and_settings_are_refused_by_name(ctx):
     y = b.batchnorm(h, name="bn1")
     with pytest.raises(glcnn.UnsupportedOpError, match="'bn1'.*BatchNormalization"):
         glcnn.Trainer(b.build([y]), ctx=ctx)
+    # A squeeze-excitation gate folded into the conv after it by optimize: no backward yet.
+    from glcnn.graph.fuse_gate import fuse_input_gates
+    b = Builder()
+    x = b.input("x", (8, 6, 6))
+    g = b.conv(x, 8, 6, activation="Sigmoid", name="fc")  # (8, 1, 1)
+    gated = fuse_input_gates(b.build([b.conv(b.mul(x, g), 4, 1, name="out")]))
+    assert gated.node("out").attrs.get("input_gate")
+    with pytest.raises(glcnn.UnsupportedOpError, match="'out'.*fused input_gate"):
+        glcnn.Trainer(gated, ctx=ctx)
     graph = autoencoder(8)
     with pytest.raises(glcnn.GlcnnError, match="optimizer 'rmsprop' unknown"):
         glcnn.Trainer(graph, optimizer="rmsprop", ctx=ctx)
