@@ -71,10 +71,12 @@ class Slot:
             u_groups) the texture array of a lane-blocked weight gradient (grad_lanes.glsl).
         hyper: the optimiser.
         target: the forward pipeline's weight texture (2D or BufferTexture) to copy into.
+        rebind: for a 2D target, a function binding a texture in its place in the forward
+            pipeline: publish binds the current layout instead of copying it.
     """
 
     def __init__(self, ctx, new_image, data: np.ndarray, grad, hyper: Hyper, target,
-                 lanes: dict | None = None):
+                 lanes: dict | None = None, rebind=None):
         self.ctx, self.hyper, self.grad, self.target = ctx, hyper, grad, target
         self.height, self.width = data.shape[:2]
         self.extra = dict(lanes or {})  # uniforms besides the optimiser's and samplers
@@ -97,7 +99,8 @@ class Slot:
         self.transposes: list[tuple] = []
         # A 2D target is written from a pixel buffer on the GL side (copy_framebuffer into a
         # texture went through 8 bits per channel on llvmpipe).
-        self.staging = None if self.buffered else \
+        self.rebind = None if self.buffered else rebind
+        self.staging = None if self.buffered or rebind else \
             ctx.gl.buffer(reserve=self.width * self.height * 16)
 
     def _image(self, new_image, data: np.ndarray):
@@ -149,9 +152,12 @@ class Slot:
         self.publish()
 
     def publish(self) -> None:
-        """Copy the current layout into the pipeline's texture and the transposed ones."""
+        """Copy the current layout into the pipeline's texture (or bind it there) and the
+        transposed ones."""
         source = self.fbos[self.turn]
-        if self.buffered:
+        if self.rebind is not None:
+            self.rebind(self.current)
+        elif self.buffered:
             source.read_into(self.target.buffer, viewport=(0, 0, self.width, self.height),
                              components=4, dtype="f4")
         else:

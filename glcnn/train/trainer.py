@@ -119,6 +119,7 @@ class Trainer:
         # Gradient tensor -> the pass interleaving its lane-blocked render targets into it
         # (drawn by gradients(); the optimisers read the targets).
         self._lanes: dict[str, Unblock] = {}
+        self._bindings: list[tuple] = []  # (forward pass, index, its own weight entry)
         # id(pass) -> (dZ's name, the buffer texture it is copied into before the pass).
         self._grad_buffers: dict[int, tuple] = {}
         try:
@@ -173,6 +174,18 @@ class Trainer:
         return Unblock(program, self.ctx.gl.vertex_array(program, []), out, lanes,
                        uniforms | {"u_grad": 0})
 
+    def _rebinder(self, layer: str, sampler: str):
+        """A function binding a texture as `layer`'s weight texture `sampler` in the forward
+        pipeline (Slot.publish: a bias's new layout is bound, not copied, saving a readback
+        and its wait per step and bias; nothing else reads a bias texture)."""
+        p = next(p for p in self.pipeline.passes if p.op.node.name == layer)
+        index = next(i for i, (s, _) in enumerate(p.weights) if s == sampler)
+        self._bindings.append((p, index, p.weights[index]))  # restored by release()
+
+        def rebind(texture):
+            p.weights[index] = (sampler, texture)
+        return rebind
+
     def _forward_op(self, layer: str):
         return next(p.op for p in self.pipeline.passes if p.op.node.name == layer)
 
@@ -188,7 +201,8 @@ class Trainer:
                              f"{self.shapes[param.grad]} does not match {data.shape}")
         slot = Slot(self.ctx, lambda size: compiler.new_image(size, dtype="f4"), data, grad,
                     self.hyper, self.pipeline.weight_texture(param.layer, sampler),
-                    {k: v for k, v in lanes.items() if k != "u_grad"} if lanes else None)
+                    {k: v for k, v in lanes.items() if k != "u_grad"} if lanes else None,
+                    self._rebinder(param.layer, sampler) if sampler == "u_params" else None)
         dx = next((p for p in self.passes if p.op.node.name == f"dx:{param.layer}"), None)
         if dx is not None and param.key == "W" and op.op_type in CONVS:
             ci, co, cg, cog = op.channels()
@@ -385,6 +399,8 @@ class Trainer:
     def release(self) -> None:
         """Free every GL object of the backward passes, the optimiser and the pipeline."""
         self.ctx.activate()
+        for p, index, entry in getattr(self, "_bindings", ()):  # the pipeline's own textures
+            p.weights[index] = entry
         for slot in self.slots:
             slot.release()
         compiler = getattr(self, "_compiler", None)
