@@ -696,19 +696,32 @@ def _hostile_graph() -> Graph:
     return Graph({name: (3, 4, 5)}, nodes, [f"relu */ {INJECTED}"], {"note": INJECTED})
 
 
-def test_model_strings_never_reach_shader_sources(ctx, monkeypatch, tmp_path):
+def _fresh_context():
+    """A context of its own: a context builds a program's source once (Context.program), so
+    the spies below see every source only where no earlier test built it."""
+    return glcnn.Context()
+
+
+@pytest.mark.gl
+def test_model_strings_never_reach_shader_sources(monkeypatch, tmp_path):
     sources = []
 
     def spy(shader, defines):
         sources.append(build_source(shader, defines))
         return sources[-1]
-    monkeypatch.setattr("glcnn.runtime.shaders.build_source", spy)  # runs on cache hits too
+    monkeypatch.setattr("glcnn.runtime.shaders.build_source", spy)
     glcnn.save(_hostile_graph(), tmp_path / "hostile.npz")
     graph = optimize(glcnn.load_graph(tmp_path / "hostile.npz"))
-    with glcnn.Pipeline(graph, ctx) as p:
-        y = p.run(np.ones((3, 4, 5), np.float32))
+    own = _fresh_context()
+    try:
+        with glcnn.Pipeline(graph, own) as p:
+            y = p.run(np.ones((3, 4, 5), np.float32))
+            programs = len(own.programs)
+    finally:
+        own.gl.release()
     assert y.shape == (4, 4, 5) and np.allclose(y, 3.0)
-    assert sources and not any("void main() {}" in s or "#define KH 0" in s for s in sources)
+    assert len(sources) == programs > 0
+    assert not any("void main() {}" in s or "#define KH 0" in s for s in sources)
 
 
 @pytest.mark.parametrize("attrs", [
@@ -734,7 +747,8 @@ def test_build_source_accepts_only_identifiers_and_integers():
             build_source("conv.glsl", defines)
 
 
-def test_onnx_names_and_attribute_strings_cannot_inject(tmp_path, ctx, monkeypatch):
+@pytest.mark.gl
+def test_onnx_names_and_attribute_strings_cannot_inject(tmp_path, monkeypatch):
     from onnx import helper
     nodes = [helper.make_node("Conv", ["x", "W"], ["h\n" + INJECTED], name="conv\n" + INJECTED,
                               pads=[1] * 4, auto_pad="NOTSET", doc_string=INJECTED),
@@ -743,9 +757,14 @@ def test_onnx_names_and_attribute_strings_cannot_inject(tmp_path, ctx, monkeypat
     sources = []
     monkeypatch.setattr("glcnn.runtime.shaders.build_source",
                         lambda s, d: sources.append(build_source(s, d)) or sources[-1])
-    with glcnn.load(path, ctx) as p:
-        assert p.run(np.ones((1, 3, 4, 5), np.float32)).shape == (1, 2, 4, 5)
-    assert sources and not any("void main() {}" in s for s in sources)
+    own = _fresh_context()
+    try:
+        with glcnn.load(path, own) as p:
+            assert p.run(np.ones((1, 3, 4, 5), np.float32)).shape == (1, 2, 4, 5)
+            programs = len(own.programs)
+    finally:
+        own.gl.release()
+    assert len(sources) == programs > 0 and not any("void main() {}" in s for s in sources)
 
 
 @pytest.mark.parametrize("where", ["parent", "absolute"])
