@@ -167,7 +167,7 @@ class TrainingViewer(Viewer):
     def advance(self):
         """One training step on a batch from the pool (paused: the forward pass again, so
         bending shows)."""
-        self._release_mirror()  # the filters change every step: so does the panel's copy
+        self.filters_changed = True  # every step: the panel's copy is refilled
         if self.paused and self.frames:
             self.pipe.execute()
             return

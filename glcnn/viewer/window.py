@@ -109,6 +109,7 @@ class Viewer:
         self.overlay, self.lines = Overlay(self.ctx, self.size), LinePlot()
         self.bender = Bender(self.pipe)
         self._mirror = None  # (layer, 2D copy of its filters) for the filters panel
+        self.filters_changed = True  # the copy is refreshed from the filters before drawing
         self._banks: dict[str, FilterBank] = {}
         self.source = source
         self.input_name, self.input_shape = next(iter(graph.inputs.items()))
@@ -219,13 +220,19 @@ class Viewer:
 
     def filter_texture(self):
         """The shown layer's filter texture, or for filters in a buffer texture (which
-        filter_grid.glsl cannot sample) a 2D copy, made again after each edit (`bend`)."""
+        filter_grid.glsl cannot sample) a 2D copy of them, one texture per shown layer,
+        refilled on the GL side (no trip through Python) after `filters_changed` (an edit,
+        a training step)."""
         tex = self.pipe.weight_texture(self.layer)
         if isinstance(tex, moderngl.Texture):
             return tex
         if self._mirror is None or self._mirror[0] != self.layer:
             self._release_mirror()
-            self._mirror = (self.layer, self.ctx.gl.texture(tex.size, 4, tex.read(), dtype="f4"))
+            self._mirror = (self.layer, self.ctx.gl.texture(tex.size, 4, dtype="f4"))
+            self.filters_changed = True
+        if self.filters_changed:
+            self._mirror[1].write(tex.buffer)
+            self.filters_changed = False
         return self._mirror[1]
 
     def _release_mirror(self):
@@ -333,15 +340,15 @@ class Viewer:
     def bend(self, action, *args):
         if self.pipe.graph.node(self.layer).op in BENDABLE:
             getattr(self.bender, action)(self.layer, self.channel, *args)
-            self._release_mirror()
+            self.filters_changed = True
 
     def undo(self):
         self.bender.undo()
-        self._release_mirror()
+        self.filters_changed = True
 
     def reset(self):
         self.bender.reset()
-        self._release_mirror()
+        self.filters_changed = True
 
     def print_help(self):
         lines: dict[str, list[str]] = {}
