@@ -202,8 +202,8 @@ class Compiler:
             mrt = layer_framebuffer(self.ctx, self.textures[name], blocking.targets, blocking.size)
             return Pass(op, program, vao, mrt, inputs, weights, uniforms, **buffer)
         fbo = self.framebuffer(name)
-        if blocking is None:
-            return Pass(op, program, vao, fbo, inputs, weights, uniforms)
+        if blocking is None:  # a direct pass (input buffer: where its plan reads one)
+            return Pass(op, program, vao, fbo, inputs, weights, uniforms, **buffer)
         unblock = self.make_unblock(name, blocking, fbo)
         mrt = layer_framebuffer(self.ctx, unblock.targets, blocking.targets, blocking.size)
         return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock, **buffer)

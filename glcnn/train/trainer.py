@@ -120,7 +120,8 @@ class Trainer:
         # (drawn by gradients(); the optimisers read the targets).
         self._lanes: dict[str, Unblock] = {}
         self._bindings: list[tuple] = []  # (forward pass, index, its own weight entry)
-        # id(pass) -> (dZ's name, the buffer texture it is copied into before the pass).
+        # id(pass) -> (dZ's name, the buffer texture it is copied into before the pass, the
+        # textures the pass draws with: dZ's the buffer).
         self._grad_buffers: dict[int, tuple] = {}
         try:
             self._compile(bgraph)
@@ -144,15 +145,16 @@ class Trainer:
         compiler.allocate({n.name: n.name for n in bgraph.nodes})
         for op in ops:
             p = compiler.make_pass(op, op.all_textures())
-            if "u_input_width" in p.uniforms:  # a direct pass: make_pass leaves the buffer out
-                p.input_buffer = compiler.input_buffer(compiler.textures[op.node.inputs[0]])
-                p.copy_input = True
             self.passes.append(p)
             if plan.reads_grad_buffer(op):
                 tensor = op.node.inputs[1]
                 buffer = compiler.input_buffer(compiler.textures[tensor])
                 p.uniforms["u_grad_width"] = buffer.width
-                self._grad_buffers[id(p)] = (tensor, buffer)
+                # Copied in before this pass; a later pass reading the same tensor from that
+                # buffer (its input-gradient conv) then finds it there (Compiler.buffer_holds).
+                compiler.buffer_holds[id(buffer)] = tensor
+                self._grad_buffers[id(p)] = (tensor, buffer,
+                                             compiler.textures | {tensor: buffer})
             if isinstance(op, ConvGradWeight) and op.lane_blocked():
                 self._lanes[op.node.output] = self._lane_pass(p, compiler)
         chunks = {id(p): _chunks(p.op) for p in self.passes}
@@ -260,9 +262,8 @@ class Trainer:
             chunks = self._chunks.get(id(p))
             textures = self._compiler.textures
             if id(p) in self._grad_buffers:  # dZ read from a buffer texture: copy it there
-                tensor, buffer = self._grad_buffers[id(p)]
-                buffer.copy_from(textures[tensor])
-                textures = textures | {tensor: buffer}
+                tensor, buffer, textures = self._grad_buffers[id(p)]
+                buffer.copy_from(self._compiler.textures[tensor])
             if chunks is None:
                 p.draw(self.ctx, textures, None)
                 continue
