@@ -117,6 +117,12 @@ class Slot:
     def current(self):
         return self.sets[self.turn][0]
 
+    @property
+    def readable(self):
+        """Where the passes read the current weights: the buffer target (equal to `current`
+        after each publish; a buffer fetch costs a quarter of a 2D sample), else `current`."""
+        return self.target if self.buffered else self.current
+
     def read(self) -> np.ndarray:
         """The current layout, (height, width, 4) float32."""
         raw = self.fbos[self.turn].read(viewport=(0, 0, self.width, self.height),
@@ -138,8 +144,7 @@ class Slot:
 
     def update(self, step: int) -> None:
         """One optimiser step into the other set, which becomes current; then publish."""
-        units = [self.target if self.buffered else self.current, self.grad] \
-            + self.sets[self.turn][1:]
+        units = [self.readable, self.grad] + self.sets[self.turn][1:]
         for unit, tex in enumerate(units):
             tex.use(unit)
         uniforms = self.hyper.uniforms(step) | {s: i for i, s in enumerate(self.samplers)}
@@ -165,7 +170,7 @@ class Slot:
                              components=4, dtype="f4")
             self.target.write(self.staging, viewport=(0, 0, self.width, self.height))
         for program, vao, fbo, uniforms in self.transposes:
-            (self.target if self.buffered else self.current).use(0)
+            self.readable.use(0)
             self.ctx.set_uniforms(program, uniforms)
             fbo.use()
             vao.render(moderngl.TRIANGLES, vertices=3)
