@@ -44,14 +44,13 @@ int begin_block(int slice) {
 #endif
 }
 
-// Weights at kernel column kx of tap row `row`, for input channels c..c+3.
-WEIGHTS tap_weights(WEIGHTS_ROW row, int c, int kx) {
-    int x = c * KW + kx;
+// Weights at kernel column kx of tap row `row` (tap_row(slice, ky)), for input channels
+// c..c+3.
+WEIGHTS tap_weights(WEIGHTS_ROW row, int slice, int c, int kx) {
 #ifdef DENSE
-    return mat4(weights_texel(row, x), weights_texel(row, x + KW),
-                weights_texel(row, x + 2 * KW), weights_texel(row, x + 3 * KW));
+    return weights_block(row, slice, c, kx);
 #else
-    return weights_texel(row, x);
+    return weights_texel(row, c * KW + kx);
 #endif
 }
 

@@ -29,7 +29,7 @@ void compute_block(int slice, int oy, int ox) {
             row[jy] = row_at(iy, row_layer[jy]);
             row_inside[jy] = uint(iy) < uint(u_input_shape.y);
         }
-        WEIGHTS_ROW w_at = weights_row(slice, ky);
+        WEIGHTS_ROW w_at = tap_row(slice, ky);
         ivec2 origin = first_origin;
         int s = first_slice;
         for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
@@ -39,7 +39,7 @@ void compute_block(int slice, int oy, int ox) {
             WEIGHTS w[NW];
             for (int t = 0; t < NW; ++t) {
                 int kx = tap_column(t);
-                w[t] = kx < KW ? gated(tap_weights(w_at, c, kx), gate) : WEIGHTS(0.0);
+                w[t] = kx < KW ? gated(tap_weights(w_at, slice, c, kx), gate) : WEIGHTS(0.0);
             }
             for (int jy = 0; jy < BLOCK_Y; ++jy) {
                 for (int m = 0; m < SPAN_X; ++m) {

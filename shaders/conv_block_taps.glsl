@@ -24,13 +24,13 @@ void compute_block(int slice, int oy, int ox) {
                 row[j] = row_at(at.y, row_layer);
                 layer[j] = row_layer + column_layer;
             }
-            WEIGHTS_ROW w_at = weights_row(slice, ky);
+            WEIGHTS_ROW w_at = tap_row(slice, ky);
             ivec2 origin = first_origin;
             int s = first_slice;
             for (int c = 0; c < CG_LOOP; c += 4, ++s, origin = next_tile(origin)) {
                 INPUT_TILE tile = tile_at(origin);
                 mat2x4 range = storage_range(u_input_shape, s);
-                WEIGHTS w = gated(tap_weights(w_at, c, kx), input_gate(s));  // for every pixel
+                WEIGHTS w = gated(tap_weights(w_at, slice, c, kx), input_gate(s));  // for every pixel
                 for (int j = 0; j < BLOCK; ++j) {
                     vec4 stored = input_sample(tile, column[j], row[j], layer[j]);
                     vec4 x = input_activation(decode_with(stored, range));

@@ -72,6 +72,7 @@ vec4 compute(int slice, int oy, int ox) {
     int iy = src.y;
     for (int ky = ty.x; ky <= ty.y; ky += ty.z, iy += src_step.y) {
         int ix = src.x;
+        WEIGHTS_ROW row = tap_row(slice, ky);
         for (int kx = tx.x; kx <= tx.y; kx += tx.z, ix += src_step.x) {
 #ifdef MASK_TAPS  // every tap is visited: recompute its source, -1 where it has none
             iy = source(oy, ky, u_pad.y, u_stride.y, u_dilation.y);
@@ -83,8 +84,7 @@ vec4 compute(int slice, int oy, int ox) {
             for (int c = 0; c < CG_LOOP; c += 4, ++s) {
                 vec4 x = input_texel(origin, s, iy, ix) * input_gate(s);
 #ifdef DENSE
-                acc += mat4(tap(c, slice, ky, kx), tap(c + 1, slice, ky, kx),
-                            tap(c + 2, slice, ky, kx), tap(c + 3, slice, ky, kx)) * x;
+                acc += weights_block(row, slice, c, kx) * x;
 #else
                 acc += tap(0, slice, ky, kx) * x;
 #endif

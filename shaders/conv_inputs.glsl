@@ -79,10 +79,12 @@ vec2 weights_texel_size, input_texel_size;  // 1 / texture size, set by compute(
 // The filter layout (layout.pack_filters): row `slice * KH + ky` holds, per input channel c,
 // the KW taps of the slice's 4 output channels. A row is named by a weights_row and read
 // texel by texel with weights_texel: an index into a buffer texture (WEIGHTS_BUFFER, one
-// texelFetch, cheap on llvmpipe) or the texel centre of a 2D texture.
+// texelFetch, cheap on llvmpipe) or the texel centre of a 2D texture; rows_down(row, n) is n
+// rows below.
 #ifdef WEIGHTS_BUFFER
 #define WEIGHTS_ROW int
 WEIGHTS_ROW weights_row(int slice, int ky) { return (slice * KH + ky) * u_weights_width; }
+WEIGHTS_ROW rows_down(WEIGHTS_ROW row, int n) { return row + n * u_weights_width; }
 vec4 weights_texel(WEIGHTS_ROW row, int x) { return texelFetch(u_weights, row + x); }
 void begin_weights() {}
 #else
@@ -90,11 +92,45 @@ void begin_weights() {}
 WEIGHTS_ROW weights_row(int slice, int ky) {
     return (vec2(0, slice * KH + ky) + 0.5) * weights_texel_size;
 }
+WEIGHTS_ROW rows_down(WEIGHTS_ROW row, int n) {
+    return row + vec2(0.0, float(n) * weights_texel_size.y);
+}
 vec4 weights_texel(WEIGHTS_ROW row, int x) {
     return textureLod(u_weights, row + vec2(float(x) * weights_texel_size.x, 0.0), 0.0);
 }
 void begin_weights() { weights_texel_size = 1.0 / vec2(textureSize(u_weights, 0)); }
 #endif
+
+// FILTERS_TRANSPOSED (DENSE, one group; glcnn/ops/conv.py): the texture holds the layout of
+// the other kind of conv on the same weight array, whose output channels are this conv's
+// inputs and whose inputs are its outputs: the conv computing a layer's input gradient reads
+// the layer's own filters (glcnn/train). Its output slice s is then that layout's input
+// channels 4s..4s+3 (texels 4s*KW + kx + i*KW of a row) and its input slice c/4 that
+// layout's output slice (rows (c/4)*KH + ky): the same 4 texels, read as the transpose.
+// The row a DENSE tap of `slice` walks from: weights_row(slice, ky), or with
+// FILTERS_TRANSPOSED input slice 0's.
+WEIGHTS_ROW tap_row(int slice, int ky) {
+#ifdef FILTERS_TRANSPOSED
+    return weights_row(0, ky);
+#else
+    return weights_row(slice, ky);
+#endif
+}
+
+// The weights from input channels c..c+3 (c a multiple of 4) to output slice `slice`'s 4
+// channels at kernel column kx of tap row `row` = tap_row(slice, ky): out += W * in.
+mat4 weights_block(WEIGHTS_ROW row, int slice, int c, int kx) {
+#ifdef FILTERS_TRANSPOSED
+    WEIGHTS_ROW r = rows_down(row, (c >> 2) * KH);
+    int x = 4 * slice * KW + kx;
+    return transpose(mat4(weights_texel(r, x), weights_texel(r, x + KW),
+                          weights_texel(r, x + 2 * KW), weights_texel(r, x + 3 * KW)));
+#else
+    int x = c * KW + kx;
+    return mat4(weights_texel(row, x), weights_texel(row, x + KW),
+                weights_texel(row, x + 2 * KW), weights_texel(row, x + 3 * KW));
+#endif
+}
 
 // Weights of input channel c at tap (ky, kx) for the 4 output channels of `slice`.
 vec4 tap(int c, int slice, int ky, int kx) {

@@ -28,6 +28,10 @@ A Conv with attrs["input_gate"] (glcnn.graph.fuse_gate: a squeeze-excitation Mul
 reads a second input, the gate g of shape (Ci, 1, 1), and convolves x·g instead of x: each
 fetched input slice is scaled by its gate texel (after any input activation); inputs are then
 (x, g[, residual]).
+A conv with attrs["filters_transposed"] (one group; glcnn/train/backward.py: the conv computing a
+layer's input gradient) lays its weight texture out as the other kind of conv on the same W
+would (that layer's own layout) and reads it transposed (shaders/conv_inputs.glsl), so the
+trainer binds the layer's weight texture in place of a copy re-laid out after every step.
 A 1×1 Conv with attrs["input_mean"] (glcnn.graph.fuse_gate: the global average pool before a
 squeeze-excitation block's first layer folded in) reads x (C, H, W) and convolves its spatial
 mean (C, 1, 1): each fragment sums its input slices' whole tiles itself.
@@ -72,6 +76,8 @@ class _ConvBase(Op):
         self._check_input_activation()
         self._check_input_gate()
         self._check_input_mean()
+        if self.node.attrs.get("filters_transposed") and self.group != 1:
+            self.fail(f"filters_transposed needs group=1, not {self.group}", UnsupportedOpError)
         if any(v <= 0 for v in self.output_shape()):
             self.fail(f"input {self.x_shape} gives an empty output {self.output_shape()}")
 
@@ -157,6 +163,7 @@ class _ConvBase(Op):
         extra = {"IN_ACT_" + pre["op"].upper(): 1} if pre else {}
         extra |= {"INPUT_GATE": 1} if self.node.attrs.get("input_gate") else {}
         extra |= {"INPUT_MEAN": 1} if self.node.attrs.get("input_mean") else {}
+        extra |= {"FILTERS_TRANSPOSED": 1} if self.node.attrs.get("filters_transposed") else {}
         # Several input slices per group: the loop bound is a uniform, so one program serves
         # every width (MobileNetV2's 1×1 convs: 24 -> 12 programs, cold load 5.1 -> 4.0 s;
         # runs within 1% of a constant bound on llvmpipe).
@@ -176,13 +183,18 @@ class _ConvBase(Op):
         return -(-cg // 4) * 4 if self.variant() == "DENSE" else cg
 
     def textures(self):
-        return {"u_weights": pack_filters(self.conv_weights(), self._columns()),
-                "u_params": pack_channels(self.bias)}
+        w, columns = self.conv_weights(), self._columns()
+        if self.node.attrs.get("filters_transposed"):  # the other kind's layout (group 1)
+            w, columns = w.transpose(1, 0, 2, 3), -(-self.channels()[1] // 4) * 4
+        return {"u_weights": pack_filters(w, columns), "u_params": pack_channels(self.bias)}
 
     def texture_shapes(self):
-        co, (kh, kw) = self.channels()[1], self.W.shape[2:]
-        return {"u_weights": filters_shape(co, kh, kw, self._columns()),
-                "u_params": channels_shape(co)}
+        ci, co, (kh, kw) = *self.channels()[:2], self.W.shape[2:]
+        if self.node.attrs.get("filters_transposed"):
+            weights = filters_shape(ci, kh, kw, -(-co // 4) * 4)
+        else:
+            weights = filters_shape(co, kh, kw, self._columns())
+        return {"u_weights": weights, "u_params": channels_shape(co)}
 
     def uniforms(self):
         out = {"u_stride": self.strides[::-1], "u_dilation": self.dilations[::-1],

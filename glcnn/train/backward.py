@@ -11,7 +11,8 @@ forward nodes backwards:
 - Conv / ConvTranspose: ConvGradWeight(x, dz), ConvGradBias(dz), and for an input that is no
   graph input the input gradient: the other kind of conv on dz with the same weight array
   (Conv: ConvTranspose with output_padding = the rows the stride left over; ConvTranspose:
-  Conv); a fused residual input gets dz;
+  Conv; with one group it reads the layer's own filter layout, attrs["filters_transposed"]);
+  a fused residual input gets dz;
 - Add: dz to both inputs; any op's fused residual input: dz;
 - MaxPool, AveragePool: PoolGrad(dz, x); Resize: ResizeGrad(dz, x); Concat: a Slice of dz per
   input; Flatten / Reshape: a Rearrange of dz back to x's shape (nothing when the shapes agree);
@@ -258,6 +259,8 @@ def _concat_grads(nodes, node: Node, dz: str, wanted: list[bool], shapes):
 def _input_grad_node(node: Node, dz: str, w: np.ndarray, x_shape) -> Node:
     """dL/dx of a conv: the other kind of conv on `dz`, same weight array, no bias."""
     attrs = {k: node.attrs[k] for k in _GEOMETRY if k in node.attrs}
+    if int(attrs.get("group", 1)) == 1:  # reads the layer's own filter layout (ops/conv.py)
+        attrs["filters_transposed"] = True
     if node.op == "ConvTranspose":
         return Node("Conv", f"dx:{node.name}", [dz], attrs, {"W": w})
     (pt, pl, pb, pr) = node.attrs.get("pads", (0, 0, 0, 0))

@@ -6,9 +6,9 @@ glcnn/train/backward.py compiled by the same Compiler into passes of its own, re
 forward pipeline's textures: a Pipeline cannot host it, since it draws some passes several
 times adding into their output (weight gradients and the loss are sums over space, cut into
 chunks of at most grad_ops.CHUNK_TERMS terms per fragment, and over a batch's samples, added by
-blending), its inputs are another pipeline's textures, and the weight textures of the convs
-computing input gradients are rewritten each step (glcnn/train/optim.py). Only the loss texel
-is read back per step.
+blending), and its inputs are another pipeline's textures, weight layouts included (a conv
+computing a layer's input gradient reads the layer's filter layout, glcnn/ops/conv.py). Only
+the loss texel is read back per step.
 """
 
 import dataclasses
@@ -26,7 +26,7 @@ from ..runtime.gl import layer_framebuffer
 from ..runtime.pipeline import Pipeline
 from ..runtime.plan import Plan
 from .backward import CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight, weight_layer
-from .grad_ops import LOSSES, ConvGradBias, ConvGradWeight, GemmGradWeight, LossSum, rows_chunks
+from .grad_ops import LOSSES, ConvGradWeight, summed_chunks
 from .optim import Hyper, Slot
 
 # Input-gradient convs of fewer FLOPs run direct: a blocked pass is two programs to compile
@@ -35,9 +35,10 @@ BLOCKED_MIN_FLOPS = 4_000_000
 
 
 class _Plan(Plan):
-    """The backward passes' plan: every tensor its own texture, no weight in a buffer texture
-    (the input-gradient convs' filters are drawn into each step), and only the input-gradient
-    convs of at least BLOCKED_MIN_FLOPS spatially blocked (the forward pipeline's strategy)."""
+    """The backward passes' plan: every tensor its own texture, weights in a buffer texture
+    only where the forward pipeline's are (an input-gradient conv reading its layer's filters),
+    and only the input-gradient convs of at least BLOCKED_MIN_FLOPS spatially blocked (the
+    forward pipeline's strategy)."""
 
     def _blocking(self):
         flops = {op.node.name: op.flops() for op in self.ops}
@@ -45,7 +46,7 @@ class _Plan(Plan):
                 if flops[name] >= BLOCKED_MIN_FLOPS}
 
     def buffered(self, op):
-        return []
+        return super().buffered(op) if op.node.attrs.get("filters_transposed") else []
 
     def defines(self, op, in_place) -> dict:
         """A weight gradient reads dZ from a buffer texture too where it fits one
@@ -157,7 +158,7 @@ class Trainer:
                                              compiler.textures | {tensor: buffer})
             if isinstance(op, ConvGradWeight) and op.lane_blocked():
                 self._lanes[op.node.output] = self._lane_pass(p, compiler)
-        chunks = {id(p): _chunks(p.op) for p in self.passes}
+        chunks = {id(p): summed_chunks(p.op) for p in self.passes}
         self._chunks = {key: rows for key, rows in chunks.items() if rows is not None}
         for param in self.params:
             self.slots.append(self._slot(param, compiler))
@@ -206,7 +207,9 @@ class Trainer:
                     {k: v for k, v in lanes.items() if k != "u_grad"} if lanes else None,
                     self._rebinder(param.layer, sampler) if sampler == "u_params" else None)
         dx = next((p for p in self.passes if p.op.node.name == f"dx:{param.layer}"), None)
-        if dx is not None and param.key == "W" and op.op_type in CONVS:
+        if dx is not None and param.key == "W" and dx.op.node.attrs.get("filters_transposed"):
+            self._share_filters(dx, self.pipeline.weight_texture(param.layer, sampler))
+        elif dx is not None and param.key == "W" and op.op_type in CONVS:
             ci, co, cg, cog = op.channels()
             bci, bco, bcg, bcog = dx.op.channels()
             texture = dict(dx.weights)["u_weights"]
@@ -215,6 +218,15 @@ class Trainer:
             slot.add_transpose(texture, (width, height),
                                {"u_map": (cg, cog, bco, bcg), "u_kernel": (kw, kh)})
         return slot
+
+    def _share_filters(self, dx, texture) -> None:
+        """Bind the forward pipeline's weight `texture` (updated in place by each step) as the
+        filters of input-gradient conv `dx`, which reads that layout transposed."""
+        index = next(i for i, (s, _) in enumerate(dx.weights) if s == "u_weights")
+        if type(texture) is not type(dx.weights[index][1]):  # _Plan.buffered chooses as Plan
+            raise GlcnnError(f"{dx.op.node.name}: its filters and the layer's differ in kind")
+        self._bindings.append((dx, index, dx.weights[index]))  # restored by release()
+        dx.weights[index] = ("u_weights", texture)
 
     # --- one step ------------------------------------------------------------------------
     def step(self, x, target) -> float:
@@ -434,17 +446,4 @@ class Trainer:
     def __repr__(self):
         return (f"Trainer({len(self.params)} weights, {len(self.passes)} backward passes, "
                 f"{self.hyper.name}, step {self.steps})")
-
-
-def _chunks(op) -> list[tuple[int, int]] | None:
-    """Row chunks of a summing pass (drawn adding into its output), None for the others."""
-    if isinstance(op, ConvGradWeight | LossSum):
-        rows, columns = op.summed()
-        return rows_chunks(rows, columns)
-    if isinstance(op, ConvGradBias):
-        _, rows, columns = op.in_shapes[0]
-        return rows_chunks(rows, columns)
-    if isinstance(op, GemmGradWeight):
-        return rows_chunks(1, 1)
-    return None
 

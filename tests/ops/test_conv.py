@@ -150,6 +150,37 @@ def test_filters_in_2d_textures_when_no_buffer_is_large_enough(ctx, monkeypatch,
                  strategy=strategy)
 
 
+# attrs["filters_transposed"] (the conv computing a layer's input gradient, glcnn/train): the
+# same results from the other kind of conv's filter layout read transposed (conv_inputs.glsl),
+# in buffer and in 2D textures. Every one-group DENSE case above.
+TRANSPOSED_FILTERS = [case for case, variant in NAMED if variant == "DENSE" and case.group == 1]
+
+
+@pytest.mark.parametrize("buffers", [True, False], ids=["buffer", "2d"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("case", TRANSPOSED_FILTERS, ids=lambda c: c.id("fp32"))
+def test_filters_read_transposed_from_the_other_kinds_layout(ctx, monkeypatch, case, strategy,
+                                                             buffers):
+    attrs = case.attrs() | {"filters_transposed": True}
+    weights = case.weights(1)
+    op = make_op(Node(case.op, "y", ["x0"], attrs, weights), [case.in_shape])
+    other = ConvCase(T if case.op == C else C, case.co, case.ci, case.k)  # same W, other kind
+    layout = make_op(Node(other.op, "y", ["x0"], other.attrs(), {"W": weights["W"]}),
+                     [other.in_shape]).textures()["u_weights"]
+    assert np.array_equal(op.textures()["u_weights"], layout)
+    assert op.texture_shapes()["u_weights"] == layout.shape
+    if not buffers:
+        _no_buffers(monkeypatch)
+    check_op(ctx, case.op, attrs, [case.in_shape], case.weights(1), "fp32", strategy=strategy)
+
+
+def test_filters_transposed_needs_one_group():
+    case = ConvCase(C, 8, 8, group=2)
+    node = Node(C, "dx:y", ["x0"], case.attrs() | {"filters_transposed": True}, case.weights())
+    with pytest.raises(glcnn.UnsupportedOpError, match="dx:y.*filters_transposed needs group=1"):
+        make_op(node, [case.in_shape])
+
+
 @pytest.mark.parametrize(("case", "strategy"), [
     pytest.param(case, strategy, id=f"{case.id('u8')}-{strategy}")
     for case, _ in NAMED for strategy in STRATEGIES])
