@@ -78,6 +78,7 @@ struct Terms {
     ivec2 grad_origin, grad_scale;
     vec2 grad_base, grad_step;  // the same in texture coordinates, for a 2D u_grad
     ivec2 input_scale, input_shift;
+    ivec2 offset;  // (kx, ky) * dilation - pad: the strided position of summed position 0
 };
 
 Terms terms(int s, int kx, int ky) {
@@ -88,6 +89,7 @@ Terms terms(int s, int kx, int ky) {
     ivec4 summed = u_grad_shape, strided = u_input_shape;
 #endif
     ivec2 offset = ivec2(kx, ky) * u_dilation - u_pad;
+    t.offset = offset;
     t.rows = valid_range(u_rows.x, min(u_rows.x + u_rows.y, summed.y), u_stride.y, offset.y,
                          strided.y);
     t.cols = valid_range(0, summed.z, u_stride.x, offset.x, strided.z);
@@ -121,7 +123,82 @@ vec4 grad_texel(Terms t, int a, int b) {
 #endif
 }
 
-#ifdef LANE_BLOCK
+#ifdef TAP_PAIRS
+// Kernel columns kx and kx + m of 4 input channels (TAP_PAIRS; m * dilation = stride): the
+// strided tensor's column that kx + m reads at summed column b is the one kx reads at b + 1, so
+// a sweep along b fetches each strided texel once and each summed texel once for both columns
+// (half the fetches of one column per fragment), writing kx's to render targets 0-3 and
+// kx + m's to 4-7. Strided columns outside the tensor read zero (the fetch is clamped into it).
+uniform ivec2 u_pairs;  // (m, P): ConvGradWeight.tap_pairs
+
+// The strided tensor's texel at (column `col`, row a of the summed tensor) for tap row ky of
+// output slice s (x's channels from `origin`), zero outside its columns.
+vec4 strided_texel(ivec2 origin, Terms t, int a, int col) {
+#ifdef TRANSPOSED
+    ivec4 shape = u_grad_shape;
+#else
+    ivec4 shape = u_input_shape;
+#endif
+    bool inside = uint(col) < uint(shape.z);
+    int column = clamp(col, 0, shape.z - 1);
+#ifdef TRANSPOSED
+    ivec2 g = ivec2(t.grad_origin.x - t.offset.x + column, t.grad_origin.y + a * t.grad_scale.y);
+#ifdef GRAD_BUFFER
+    vec4 v = texelFetch(u_grad, g.y * u_grad_width + g.x);
+#else
+    vec4 v = sample_texel(u_grad, 1.0 / vec2(textureSize(u_grad, 0)), g);
+#endif
+#else
+    vec4 v = input_texel(origin + ivec2(column, a * t.input_scale.y + t.input_shift.y));
+#endif
+    return inside ? v : vec4(0.0);
+}
+
+void main() {
+    ivec2 p = ivec2(gl_FragCoord.xy);
+    int q = p.x / u_pairs.y;
+    int i = p.x - q * u_pairs.y;
+    int m = u_pairs.x;
+    int kx = i / m * 2 * m + i % m;  // the pair's first column; the second is kx + m
+    int s = p.y / u_kernel.y;
+    mat4 acc = mat4(0.0), acc2 = mat4(0.0);  // column j: input channel 4q + j's gradients
+    if (4 * q < u_groups.x && s < (u_grad_shape.x + 3) / 4) {
+        int first = 4 * s / u_groups.y * u_groups.x + 4 * q;
+        ivec2 origin = tile_origin(u_input_shape, first / 4);
+        Terms t = terms(s, kx, p.y - s * u_kernel.y);
+        bool second = kx + m < u_kernel.x;
+        Terms t2 = terms(s, second ? kx + m : kx, p.y - s * u_kernel.y);
+        int lo = min(t.cols.x, t2.cols.x), hi = max(t.cols.y, t2.cols.y);
+        for (int a = t.rows.x; a < t.rows.y; ++a) {
+            int col = lo * u_stride.x + t.offset.x;  // kx's strided column at b = lo
+            vec4 cur = strided_texel(origin, t, a, col);
+            for (int b = lo; b < hi; ++b) {
+                col += u_stride.x;
+                vec4 next = strided_texel(origin, t, a, col);
+#ifdef TRANSPOSED
+                vec4 x = input_texel(origin + ivec2(b, a));
+                acc += outerProduct(cur, x);
+                acc2 += outerProduct(next, x);
+#else
+                vec4 g = grad_texel(t, a, b);
+                acc += outerProduct(g, cur);
+                acc2 += outerProduct(g, next);
+#endif
+                cur = next;
+            }
+        }
+    }
+    frag_block[0] = acc[0];
+    frag_block[1] = acc[1];
+    frag_block[2] = acc[2];
+    frag_block[3] = acc[3];
+    acc2 = kx + m < u_kernel.x ? acc2 : mat4(0.0);  // a pair of one column
+    frag_block[4] = acc2[0];
+    frag_block[5] = acc2[1];
+    frag_block[6] = acc2[2];
+    frag_block[7] = acc2[3];
+}
+#elif defined(LANE_BLOCK)
 void main() {
     ivec2 p = ivec2(gl_FragCoord.xy);
     int q = p.x / u_kernel.x;

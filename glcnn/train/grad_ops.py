@@ -36,6 +36,9 @@ from ..layout import Atlas, channels_shape, filters_shape, matrix_grid, matrix_s
 from ..ops.base import Op, make_op, register
 
 CHUNK_TERMS = 4096  # most terms one fragment sums in one draw
+# The uniforms of a lane-blocked weight gradient that say how to read its render targets as
+# the filter layout (grad_lanes.glsl; ConvGradWeight.uniforms).
+LANE_UNIFORMS = ("u_kernel", "u_groups", "u_pairs")
 LOSSES = ("mse", "l1", "bce")
 # Activations whose derivative the backward pass computes from their output y (all a fused
 # conv epilogue leaves): y > 0 iff z > 0 needs alpha > 0 for LeakyRelu and Elu.
@@ -101,17 +104,30 @@ class ConvGradWeight(Op):
         ci, co, cg, cog = self.fwd.channels()
         return cg > 1 and (self.fwd.group == 1 or (cg % 4 == 0 and cog % 4 == 0))
 
+    def tap_pairs(self) -> tuple[int, int]:
+        """(m, P) of the lane-blocked pass: kernel column kx is paired with kx + m, whose
+        strided-tensor column at summed column b is kx's at b + 1 (m · dilation = stride;
+        m = kw: no pairs), and P fragments a row cover the kw columns of 4 input channels,
+        fragment i computing first column kx(i) = (i div m)·2m + i mod m and kx(i) + m."""
+        kw, (sx, dx) = self.fwd.W.shape[3], (self.fwd.strides[1], self.fwd.dilations[1])
+        m = sx // dx if sx % dx == 0 and sx // dx < kw else kw
+        return m, sum(1 for kx in range(kw) if kx // m % 2 == 0)
+
+    def lane_layers(self) -> int:
+        """Render targets of the lane-blocked pass: 4 input channels, for 1 or 2 columns."""
+        return 8 if self.tap_pairs()[0] < self.fwd.W.shape[3] else 4
+
     def lanes_size(self) -> tuple[int, int]:
         """(width, height) of the render targets of the lane-blocked pass."""
         _, height, width = self.output_shape()
-        kw = self.fwd.W.shape[3]
-        return -(-width // (4 * kw)) * kw, height
+        return -(-width // (4 * self.fwd.W.shape[3])) * self.tap_pairs()[1], height
 
     def defines(self):
         defines = {"TRANSPOSED": 1} if self.transposed() else {}
         if self.lane_blocked():
-            defines |= {"LANE_BLOCK": 1, "CUSTOM_MAIN": 1, "BLOCKED_OUTPUT": 1, "BLOCK_X": 4,
-                        "BLOCK_Y": 1, "BLOCK_STEP": 1}
+            defines |= {"LANE_BLOCK": 1, "CUSTOM_MAIN": 1, "BLOCKED_OUTPUT": 1,
+                        "BLOCK_X": self.lane_layers(), "BLOCK_Y": 1, "BLOCK_STEP": 1}
+            defines |= {"TAP_PAIRS": 1} if self.lane_layers() == 8 else {}
         return defines
 
     def summed(self) -> tuple[int, int]:
@@ -124,7 +140,8 @@ class ConvGradWeight(Op):
         same = int(self.fwd.group == 1 or cog % 4 == 0)  # the 4 lanes read one input channel
         return {"u_stride": self.fwd.strides[::-1], "u_dilation": self.fwd.dilations[::-1],
                 "u_pad": (self.fwd.pads[1], self.fwd.pads[0]), "u_kernel": (kw, kh),
-                "u_groups": (cg, cog, same, 0), "u_rows": (0, self.summed()[0])}
+                "u_groups": (cg, cog, same, 0), "u_rows": (0, self.summed()[0]),
+                "u_pairs": self.tap_pairs()}
 
     def flops(self):
         return 2 * int(np.prod(self.fwd.W.shape)) * int(np.prod(self.summed()))

@@ -67,8 +67,9 @@ class Slot:
     Args:
         ctx: the glcnn Context. new_image: (size) -> a fresh float32 texture of that layout
             size (Compiler.new_image). data: the (height, width, 4) initial layout.
-        grad: the gradient texture (same layout), or with `lanes` (the uniforms u_kernel,
-            u_groups) the texture array of a lane-blocked weight gradient (grad_lanes.glsl).
+        grad: the gradient texture (same layout), or with `lanes` (its uniforms
+            grad_ops.LANE_UNIFORMS) the texture array of a lane-blocked weight gradient
+            (grad_lanes.glsl).
         hyper: the optimiser.
         target: the forward pipeline's weight texture (2D or BufferTexture) to copy into.
         rebind: for a 2D target, a function binding a texture in its place in the forward

@@ -26,7 +26,7 @@ from ..runtime.gl import layer_framebuffer
 from ..runtime.pipeline import Pipeline
 from ..runtime.plan import Plan
 from .backward import CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight, weight_layer
-from .grad_ops import LOSSES, ConvGradWeight, summed_chunks
+from .grad_ops import LANE_UNIFORMS, LOSSES, ConvGradWeight, summed_chunks
 from .optim import Hyper, Slot
 
 # Input-gradient convs of fewer FLOPs run direct: a blocked pass is two programs to compile
@@ -165,15 +165,16 @@ class Trainer:
         self.ctx.check_error("compiling the backward passes")
 
     def _lane_pass(self, p, compiler) -> Unblock:
-        """Point lane-blocked weight-gradient pass `p` (ConvGradWeight.lane_blocked) at the 4
-        layers of a texture array of its own; returns the pass interleaving them into its
+        """Point lane-blocked weight-gradient pass `p` (ConvGradWeight.lane_blocked) at the 4 or
+        8 layers of a texture array of its own; returns the pass interleaving them into its
         output (conv_grad_weight_lanes.glsl)."""
         size = p.op.lanes_size()
-        lanes = compiler.new_image(size, 4, "f4")
-        out, p.fbo = p.fbo, layer_framebuffer(self.ctx, lanes, 4, size)
+        layers = p.op.lane_layers()
+        lanes = compiler.new_image(size, layers, "f4")
+        out, p.fbo = p.fbo, layer_framebuffer(self.ctx, lanes, layers, size)
         program = self.ctx.program("conv_grad_weight_lanes.glsl", {"CUSTOM_MAIN": 1},
                                    p.op.node.name)
-        uniforms = {k: v for k, v in p.op.all_uniforms().items() if k in ("u_kernel", "u_groups")}
+        uniforms = {k: v for k, v in p.op.all_uniforms().items() if k in LANE_UNIFORMS}
         return Unblock(program, self.ctx.gl.vertex_array(program, []), out, lanes,
                        uniforms | {"u_grad": 0})
 
