@@ -1,7 +1,8 @@
 // activation_grad.glsl - dZ = dY * f'(z) of an activation y = f(z), f' written in terms of
-// the forward output y (glcnn/train/grad_ops.py, ActivationGrad), as PyTorch's backward does.
+// the forward output y (glcnn/train/grad_ops.py, ActivationGrad), as PyTorch's backward does:
+// activation_derivative.glsl (spliced in with common.glsl).
 // Defines: one of GRAD_RELU, GRAD_LEAKYRELU, GRAD_SIGMOID, GRAD_TANH, GRAD_ELU.
-// Uniforms: u_grad_shape, u_input_shape, u_alpha (LeakyRelu, Elu; > 0).
+// Uniforms: u_grad_shape, u_input_shape, u_grad_alpha (LeakyRelu, Elu; > 0).
 // Samplers: u_grad (dY), u_input (y).
 
 #if defined(GRAD_RELU) + defined(GRAD_LEAKYRELU) + defined(GRAD_SIGMOID) + defined(GRAD_TANH) + defined(GRAD_ELU) != 1
@@ -12,21 +13,8 @@ uniform sampler2D u_grad;
 uniform ivec4 u_grad_shape;
 uniform sampler2D u_input;
 uniform ivec4 u_input_shape;
-uniform float u_alpha;
 
 vec4 compute(int slice, int y, int x) {
-    vec4 dy = fetch(u_grad, u_grad_shape, slice, y, x);
-    vec4 v = fetch(u_input, u_input_shape, slice, y, x);
-    bvec4 positive = greaterThan(v, vec4(0.0));
-#if defined(GRAD_RELU)
-    return mix(vec4(0.0), dy, positive);
-#elif defined(GRAD_LEAKYRELU)
-    return mix(dy * u_alpha, dy, positive);
-#elif defined(GRAD_SIGMOID)
-    return dy * (v * (1.0 - v));
-#elif defined(GRAD_TANH)
-    return dy * (1.0 - v * v);
-#else
-    return mix(dy * (v + u_alpha), dy, positive);
-#endif
+    return activation_derivative(fetch(u_grad, u_grad_shape, slice, y, x),
+                                 fetch(u_input, u_input_shape, slice, y, x));
 }

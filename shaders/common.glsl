@@ -25,7 +25,8 @@
 //          ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID,
 //          ACT_HARDSWISH, ACT_SILU, or ACT_CLAMP (no activation, Relu or Clip in one program:
 //          clamp to u_act if u_act_on, glcnn/ops/base.py CLAMP_BOUNDS); POST_AFFINE (then
-//          v * scale + shift per channel, glcnn/graph/fuse_affine.py).
+//          v * scale + shift per channel, glcnn/graph/fuse_affine.py); OUTPUT_GRAD with a GRAD_
+//          define (after the residual add: v * f'(y), activation_derivative.glsl).
 // Uniforms: u_out (output shape), u_act (activation parameters: alpha/beta or min/max),
 //           u_act_on (ACT_CLAMP: 0 = no activation).
 // Samplers: u_residual (RESIDUAL), u_slope (ACT_PRELU: 1xS texel row of slopes),
@@ -203,11 +204,16 @@ bool output_texel(out int slice, out ivec2 q) {
     return slice < (u_out.x + 3) / 4;
 }
 
+#include "activation_derivative.glsl"
+
 // The fused epilogue of output pixel (y, x) of `slice`: residual add, activation, affine, zero
 // lanes past C (so a later op may read whole slices without masking), storage encoding.
 vec4 epilogue(vec4 v, int slice, int y, int x) {
 #ifdef RESIDUAL
     v += fetch(u_residual, u_residual_shape, slice, y, x);
+#endif
+#ifdef OUTPUT_GRAD  // v is dL/dy of y = f(z) in u_forward: dL/dz (activation_derivative.glsl)
+    v = activation_derivative(v, fetch(u_forward, u_forward_shape, slice, y, x));
 #endif
     v = activate(v, slice);
 #ifdef POST_AFFINE

@@ -44,13 +44,19 @@ class Node:
 
     @property
     def label(self) -> str:
-        """The op with what glcnn.graph.passes fused into it, in execution order: "Conv+Add+Relu",
-        or "LeakyRelu+Conv" for an activation the conv applies to its input."""
-        pre, act = self.attrs.get("input_activation"), self.attrs.get("activation")
-        return ((f"{_fused_op(pre)}+" if pre else "") + self.op
-                + ("+Add" if self.attrs.get("residual") else "")
+        """The op with what was fused into it, in execution order: "Conv+Add+Relu",
+        "LeakyRelu+Conv" for an activation the conv applies to its input, "Mean+Conv" or
+        "Mul+Conv" for a conv reading its input's spatial mean or its input times a gate
+        (glcnn.graph.fuse_gate), "Conv+dRelu" for a gradient times an activation's
+        derivative (glcnn/train/backward.py)."""
+        a = self.attrs
+        pre, act, grad = a.get("input_activation"), a.get("activation"), a.get("output_grad")
+        return ((f"{_fused_op(pre)}+" if pre else "") + ("Mean+" if a.get("input_mean") else "")
+                + ("Mul+" if a.get("input_gate") else "") + self.op
+                + ("+Add" if a.get("residual") else "")
+                + (f"+d{_fused_op(grad)}" if grad else "")
                 + (f"+{_fused_op(act)}" if act else "")
-                + ("+Affine" if self.attrs.get("affine") else ""))
+                + ("+Affine" if a.get("affine") else ""))
 
     def __repr__(self):
         return f"{self.label}({', '.join(self.inputs)}) -> {self.name}"

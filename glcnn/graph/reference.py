@@ -7,14 +7,18 @@ importable from here too); `evaluate` then applies the epilogue the graph passes
 fused into the node (input activation, mean and gate, residual add, activation).
 """
 
+import dataclasses
+
 import numpy as np
 
 from ..errors import UnsupportedOpError, quote
+from ..ops.base import GRAD_ACTIVATIONS
 from ..registry import enter
 from .reference_ops import (
     ACTIVATIONS,
     F,
     activation,
+    activation_grad,
     batchnorm,
     concat,
     conv,
@@ -337,6 +341,11 @@ def evaluate(node, values):
     if node.attrs.get("input_gate"):  # glcnn.graph.fuse_gate: x · gate (C, 1, 1)
         x = values[node.inputs[0]] * values[node.inputs[1]]
         values = {**values, node.inputs[0]: x}
+    forward = node.attrs.get("output_grad")  # the epilogue then reads y, the last input
+    if forward:
+        y, node = values[node.inputs[-1]], dataclasses.replace(node, inputs=node.inputs[:-1])
+        alpha = forward.get("alpha", GRAD_ACTIVATIONS[forward["op"]])
+        return activation_grad(forward["op"], _epilogue(node, fn(node, values), values), y, alpha)
     return _epilogue(node, fn(node, values), values)
 
 

@@ -84,6 +84,18 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def activation_grad(op: str, dy, y, alpha=None) -> np.ndarray:
+    """dy · f'(z) of activation `op` (glcnn.ops.base.GRAD_ACTIVATIONS) with output y = f(z),
+    f' written in terms of y (as PyTorch's backward)."""
+    dy, y = np.asarray(dy, F), np.asarray(y, F)
+    derivative = {"Relu": lambda: (y > 0) * 1.0,
+                  "LeakyRelu": lambda: np.where(y > 0, 1.0, alpha),
+                  "Sigmoid": lambda: y * (1 - y),
+                  "Tanh": lambda: 1 - y * y,
+                  "Elu": lambda: np.where(y > 0, 1.0, y + (alpha or 0.0))}[op]
+    return dy * derivative()
+
+
 def activation(op, x, attrs, weights):
     """The pointwise activations, by ONNX op type (plus "Silu": x * sigmoid(x))."""
     x = np.asarray(x, F)

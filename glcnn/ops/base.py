@@ -36,6 +36,10 @@ EPILOGUE_HOSTS = ("Conv", "ConvTranspose", "BatchNormalization", "Add", "Mul",
                   "LayerNormalization")
 # A per-channel y = y * scale + shift after the activation (attribute "affine": True).
 AFFINE_WEIGHTS = ("affine_scale", "affine_shift")
+# Activations with a backward pass (glcnn/train), each with its alpha's default (None: none):
+# ActivationGrad's, and attrs["output_grad"]'s, an epilogue turning the dL/dy an op computes
+# into dL/dz of y = f(z), reading y as its last input (shaders/activation_derivative.glsl).
+GRAD_ACTIVATIONS = {"Relu": None, "LeakyRelu": 0.01, "Sigmoid": None, "Tanh": None, "Elu": 1.0}
 # No activation, Relu and Clip as one form, clamp(x, lo, hi) or x (shaders/common.glsl,
 # ACT_CLAMP): the bounds of each; no activation sets u_act_on = 0.
 CLAMP_BOUNDS = {"Relu": (0.0, math.inf), "Clip": None}  # Clip: its min and max
@@ -185,6 +189,30 @@ class Op:
         if self.node.attrs.get("affine"):  # glcnn/graph/fuse_affine.py
             for key in AFFINE_WEIGHTS:
                 self.weight(key, (self.output_shape()[0],))
+        self._check_output_grad()
+
+    def _check_output_grad(self):
+        grad = self.node.attrs.get("output_grad")
+        if not grad:
+            return
+        if not isinstance(grad, dict) or grad.get("op") not in GRAD_ACTIVATIONS:
+            self.fail(f"output_grad {quote(grad)}: expected one of "
+                      f"{', '.join(GRAD_ACTIVATIONS)}", UnsupportedOpError)
+        if any(self.node.attrs.get(k) for k in ("activation", "residual", "affine")):
+            self.fail("output_grad goes with no activation, residual or affine",
+                      UnsupportedOpError)
+        if self.in_shapes[-1] != self.output_shape():
+            self.fail(f"output_grad's forward output has shape {self.in_shapes[-1]}, "
+                      f"expected {self.output_shape()}")
+        if self.grad_alpha() is not None and not self.grad_alpha() > 0:
+            self.fail(f"{grad['op']} alpha={self.grad_alpha()} must be > 0 to train (its "
+                      "derivative is read from its output)", UnsupportedOpError)
+
+    def grad_alpha(self) -> float | None:
+        """The alpha of attrs["output_grad"] (or of an ActivationGrad's "act")."""
+        act = self.node.attrs.get("output_grad") or self.node.attrs["act"]
+        default = GRAD_ACTIVATIONS[act["op"]]
+        return None if default is None else float(act.get("alpha", default))
 
     def check_activation(self, act: dict) -> None:
         """An activation's parameters (ACTIVATION_DEFAULTS: LeakyRelu alpha, ...) must be
@@ -199,7 +227,8 @@ class Op:
 
     def all_samplers(self) -> tuple[str, ...]:
         residual = ("u_residual",) if self.node.attrs.get("residual") else ()
-        return self.samplers + residual
+        forward = ("u_forward",) if self.node.attrs.get("output_grad") else ()
+        return self.samplers + residual + forward
 
     def _clamp_form(self) -> bool:
         """Whether the epilogue's activation runs as ACT_CLAMP (see `clamp_activations`)."""
@@ -217,6 +246,8 @@ class Op:
             out["RESIDUAL"] = 1
         if self.node.attrs.get("affine"):
             out["POST_AFFINE"] = 1
+        if self.node.attrs.get("output_grad"):
+            out |= {"OUTPUT_GRAD": 1, "GRAD_" + self.node.attrs["output_grad"]["op"].upper(): 1}
         for key in out:
             if not _NAME.match(key):
                 self.fail(f"invalid define name {quote(key)}", UnsupportedOpError)
@@ -249,6 +280,8 @@ class Op:
                 params = ACTIVATION_DEFAULTS[act["op"]]
                 bounds = ([float(act.get(k, v)) for k, v in params.items()] + [0.0, 0.0])[:2]
             out["u_act"] = tuple(bounds)
+        if self.node.attrs.get("output_grad"):
+            out["u_grad_alpha"] = self.grad_alpha() or 0.0
         return out
 
     def prelu_slope(self, channels: int) -> np.ndarray:

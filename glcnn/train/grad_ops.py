@@ -33,7 +33,7 @@ import numpy as np
 from ..errors import UnsupportedOpError, quote
 from ..graph.graph import Node
 from ..layout import Atlas, channels_shape, filters_shape, matrix_grid, matrix_shape
-from ..ops.base import Op, make_op, register
+from ..ops.base import GRAD_ACTIVATIONS, Op, make_op, register
 
 CHUNK_TERMS = 4096  # most terms one fragment sums in one draw
 # The uniforms of a lane-blocked weight gradient that say how to read its render targets as
@@ -42,7 +42,6 @@ LANE_UNIFORMS = ("u_kernel", "u_groups", "u_pairs")
 LOSSES = ("mse", "l1", "bce")
 # Activations whose derivative the backward pass computes from their output y (all a fused
 # conv epilogue leaves): y > 0 iff z > 0 needs alpha > 0 for LeakyRelu and Elu.
-GRAD_ACTIVATIONS = {"Relu": None, "LeakyRelu": 0.01, "Sigmoid": None, "Tanh": None, "Elu": 1.0}
 
 
 def forward_conv(node: Node, x_shape) -> Op:
@@ -187,22 +186,17 @@ class ActivationGrad(Op):
         if not isinstance(act, dict) or act.get("op") not in GRAD_ACTIVATIONS:
             self.fail(f"no backward pass for activation {quote(act)}; supported: "
                       f"{', '.join(GRAD_ACTIVATIONS)}", UnsupportedOpError)
-        if self.alpha() is not None and not self.alpha() > 0:
-            self.fail(f"{act['op']} alpha={self.alpha()} must be > 0 to train (its derivative "
-                      "is read from its output)", UnsupportedOpError)
+        if self.grad_alpha() is not None and not self.grad_alpha() > 0:
+            self.fail(f"{act['op']} alpha={self.grad_alpha()} must be > 0 to train (its "
+                      "derivative is read from its output)", UnsupportedOpError)
         if self.in_shapes[0] != self.in_shapes[1]:
             self.fail(f"gradient {self.in_shapes[0]} and output {self.in_shapes[1]} differ")
-
-    def alpha(self):
-        act = self.node.attrs["act"]
-        default = GRAD_ACTIVATIONS[act["op"]]
-        return None if default is None else float(act.get("alpha", default))
 
     def defines(self):
         return {"GRAD_" + self.node.attrs["act"]["op"].upper(): 1}
 
     def uniforms(self):
-        return {"u_alpha": self.alpha() or 0.0}
+        return {"u_grad_alpha": self.grad_alpha() or 0.0}
 
 
 class _LossBase(Op):

@@ -119,6 +119,11 @@ class Slot:
         return self.sets[self.turn][0]
 
     @property
+    def previous(self):
+        """The layout before the last update (zeros before the first)."""
+        return self.sets[1 - self.turn][0]
+
+    @property
     def readable(self):
         """Where the passes read the current weights: the buffer target (equal to `current`
         after each publish; a buffer fetch costs a quarter of a 2D sample), else `current`."""

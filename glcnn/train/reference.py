@@ -9,6 +9,7 @@ import numpy as np
 
 from ..graph.graph import Node
 from ..graph.reference import F, evaluates
+from ..graph.reference_ops import activation_grad
 from ..layout import pack_channels, pack_filters, pack_matrix
 from .grad_ops import forward_conv, forward_op
 
@@ -39,16 +40,6 @@ def conv_grad_weight(x, dz, w_shape, forward="Conv", strides=(1, 1), pads=(0, 0,
                 else:  # dW[o, c] = Σ dz[o] x_window[g·Cg + c]
                     dw[os, :, ky, kx] = np.einsum("ohw,chw->oc", outer[os], win[xs])
     return dw
-
-
-def activation_grad(op: str, dy, y, alpha=None) -> np.ndarray:
-    dy, y = np.asarray(dy, F), np.asarray(y, F)
-    derivative = {"Relu": lambda: (y > 0) * 1.0,
-                  "LeakyRelu": lambda: np.where(y > 0, 1.0, alpha),
-                  "Sigmoid": lambda: y * (1 - y),
-                  "Tanh": lambda: 1 - y * y,
-                  "Elu": lambda: np.where(y > 0, 1.0, y + (alpha or 0.0))}[op]
-    return dy * derivative()
 
 
 def loss_terms(loss: str, y, t) -> np.ndarray:

@@ -24,50 +24,10 @@ from ..ops import build_ops
 from ..runtime.compiler import Compiler, Unblock
 from ..runtime.gl import layer_framebuffer
 from ..runtime.pipeline import Pipeline
-from ..runtime.plan import Plan
 from .backward import CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight, weight_layer
 from .grad_ops import LANE_UNIFORMS, LOSSES, ConvGradWeight, summed_chunks
 from .optim import Hyper, Slot
-
-# Input-gradient convs of fewer FLOPs run direct: a blocked pass is two programs to compile
-# (the test suite's small convs), and saves little on a small conv.
-BLOCKED_MIN_FLOPS = 4_000_000
-
-
-class _Plan(Plan):
-    """The backward passes' plan: every tensor its own texture, weights in a buffer texture
-    only where the forward pipeline's are (an input-gradient conv reading its layer's filters),
-    and only the input-gradient convs of at least BLOCKED_MIN_FLOPS spatially blocked (the
-    forward pipeline's strategy)."""
-
-    def _blocking(self):
-        flops = {op.node.name: op.flops() for op in self.ops}
-        return {name: blocking for name, blocking in super()._blocking().items()
-                if flops[name] >= BLOCKED_MIN_FLOPS}
-
-    def buffered(self, op):
-        return super().buffered(op) if op.node.attrs.get("filters_transposed") else []
-
-    def defines(self, op, in_place) -> dict:
-        """A weight gradient reads dZ from a buffer texture too where it fits one
-        (conv_grad_weight.glsl GRAD_BUFFER; the trainer copies it in before the pass)."""
-        defines = super().defines(op, in_place)
-        return defines | ({"GRAD_BUFFER": 1} if self.reads_grad_buffer(op) else {})
-
-    def reads_grad_buffer(self, op) -> bool:
-        if not isinstance(op, ConvGradWeight):
-            return False
-        width, height = self.allocated(Atlas.of(self.shapes[op.node.inputs[1]]).size)
-        return self.ctx.buffer_fits(width * height)
-
-    def reads_input_buffer(self, op, in_place) -> bool:
-        """Weight gradients read the forward input x from a buffer texture (INPUT_BUFFER in
-        conv_grad_weight.glsl) where it fits one: 32² autoencoder on llvmpipe, its two
-        64↔256-channel weight gradients 43 -> 23 ms each, 6.7 -> 9.6 steps/s at batch 1."""
-        if isinstance(op, ConvGradWeight):
-            width, height = self.allocated(Atlas.of(self.shapes[op.node.inputs[0]]).size)
-            return self.ctx.buffer_fits(width * height)
-        return super().reads_input_buffer(op, in_place)
+from .plan import BackwardPlan
 
 
 class _TrainingPipeline(Pipeline):
@@ -133,16 +93,22 @@ class Trainer:
     def _compile(self, bgraph: Graph) -> None:
         """The backward passes and the optimiser's slots (see the module docstring)."""
         ops, self.shapes = build_ops(bgraph)
-        # The large input-gradient convs blocked as the forward pipeline's (_Plan): 32²
+        # The large input-gradient convs blocked as the forward pipeline's (BackwardPlan): 32²
         # autoencoder, 12-13 -> 2.4-4 ms each for its 64↔256-channel ones.
-        plan = _Plan(bgraph, ops, self.shapes, self.ctx, "fp32", self.pipeline.strategy,
-                     set(self.shapes))
+        plan = BackwardPlan(bgraph, ops, self.shapes, self.ctx, "fp32", self.pipeline.strategy,
+                            set(self.shapes))
         self._compiler = compiler = Compiler(self.ctx, plan, self.shapes, "fp32", None)
         for name in bgraph.inputs:  # the target's, or the forward pipeline's textures
             layer = weight_layer(name)
             compiler.textures[name] = (compiler.new_texture(name) if name == TARGET
                                        else self.pipeline.weight_texture(layer) if layer
                                        else self.pipeline.texture(name))
+            # A forward tensor a blocked forward conv read from a buffer texture is still there
+            # (keep="all": no texture is reused): the weight gradient reading it copies nothing.
+            buffer = self.pipeline._input_buffers.get(id(compiler.textures[name]))
+            if buffer is not None:
+                compiler.input_buffers[id(compiler.textures[name])] = buffer
+                compiler.buffer_holds[id(buffer)] = name
         compiler.allocate({n.name: n.name for n in bgraph.nodes})
         for op in ops:
             p = compiler.make_pass(op, op.all_textures())
@@ -158,6 +124,13 @@ class Trainer:
                                              compiler.textures | {tensor: buffer})
             if isinstance(op, ConvGradWeight) and op.lane_blocked():
                 self._lanes[op.node.output] = self._lane_pass(p, compiler)
+        # Unfused gradients (backward.py): drawn by _ready only, copying their input buffer.
+        on_demand = set(bgraph.meta["on_demand"])
+        self._on_demand = {p.op.node.name: p for p in self.passes if p.op.node.name in on_demand}
+        self._previous: dict[str, Slot] = {}  # on-demand input-gradient conv -> its weights
+        self._step_passes = [p for p in self.passes if p.op.node.name not in on_demand]
+        for p in self._on_demand.values():
+            p.copy_input = p.input_buffer is not None
         chunks = {id(p): summed_chunks(p.op) for p in self.passes}
         self._chunks = {key: rows for key, rows in chunks.items() if rows is not None}
         for param in self.params:
@@ -207,26 +180,33 @@ class Trainer:
                     self.hyper, self.pipeline.weight_texture(param.layer, sampler),
                     {k: v for k, v in lanes.items() if k != "u_grad"} if lanes else None,
                     self._rebinder(param.layer, sampler) if sampler == "u_params" else None)
-        dx = next((p for p in self.passes if p.op.node.name == f"dx:{param.layer}"), None)
-        if dx is not None and param.key == "W" and dx.op.node.attrs.get("filters_transposed"):
-            self._share_filters(dx, self.pipeline.weight_texture(param.layer, sampler))
-        elif dx is not None and param.key == "W" and op.op_type in CONVS:
-            ci, co, cg, cog = op.channels()
-            bci, bco, bcg, bcog = dx.op.channels()
-            texture = dict(dx.weights)["u_weights"]
-            height, width, _ = dx.op.all_texture_shapes()["u_weights"]
-            kh, kw = op.W.shape[2:]
-            slot.add_transpose(texture, (width, height),
-                               {"u_map": (cg, cog, bco, bcg), "u_kernel": (kw, kh)})
+        # The input-gradient convs (one per step, and its unfused form drawn on demand).
+        readers = [p for p in self.passes if p.op.node.attrs.get("weights_of") == param.layer]
+        for dx in readers if param.key == "W" and op.op_type in CONVS else ():
+            if dx.op.node.name in self._on_demand:  # the weights its gradient was made with
+                self._previous[dx.op.node.name] = slot
+                self._share_filters(dx, slot.previous)
+            elif dx.op.node.attrs.get("filters_transposed"):
+                self._share_filters(dx, self.pipeline.weight_texture(param.layer, sampler))
+            else:
+                ci, co, cg, cog = op.channels()
+                bci, bco, bcg, bcog = dx.op.channels()
+                texture = dict(dx.weights)["u_weights"]
+                height, width, _ = dx.op.all_texture_shapes()["u_weights"]
+                kh, kw = op.W.shape[2:]
+                slot.add_transpose(texture, (width, height),
+                                   {"u_map": (cg, cog, bco, bcg), "u_kernel": (kw, kh)})
         return slot
 
-    def _share_filters(self, dx, texture) -> None:
-        """Bind the forward pipeline's weight `texture` (updated in place by each step) as the
-        filters of input-gradient conv `dx`, which reads that layout transposed."""
+    def _share_filters(self, dx, texture, again: bool = False) -> None:
+        """Bind `texture` as the filters of input-gradient conv `dx` (which reads that layout
+        transposed): the forward pipeline's weight texture, updated in place by each step, or
+        for an unfused one drawn on demand the layout before the last step (`again`: rebind)."""
         index = next(i for i, (s, _) in enumerate(dx.weights) if s == "u_weights")
-        if type(texture) is not type(dx.weights[index][1]):  # _Plan.buffered chooses as Plan
+        if type(texture) is not type(dx.weights[index][1]):  # BackwardPlan.buffered: as Plan
             raise GlcnnError(f"{dx.op.node.name}: its filters and the layer's differ in kind")
-        self._bindings.append((dx, index, dx.weights[index]))  # restored by release()
+        if not again:
+            self._bindings.append((dx, index, dx.weights[index]))  # restored by release()
         dx.weights[index] = ("u_weights", texture)
 
     # --- one step ------------------------------------------------------------------------
@@ -271,7 +251,7 @@ class Trainer:
         """Draw the backward passes for the sample in the pipeline's textures, adding the
         weight gradients and the loss into their textures."""
         gl = self.ctx.gl
-        for p in self.passes:
+        for p in self._step_passes:
             chunks = self._chunks.get(id(p))
             textures = self._compiler.textures
             if id(p) in self._grad_buffers:  # dZ read from a buffer texture: copy it there
@@ -382,15 +362,22 @@ class Trainer:
         if tensor is None:
             raise GlcnnError(f"no gradient of {quote(name)}; there are gradients of "
                              f"{', '.join(map(quote, [*grads, *params]))}")
-        if tensor in self._lanes:  # a lane-blocked weight gradient: interleave it first
-            self._lanes[tensor].draw(self.ctx)
-        return self._compiler.textures[tensor]
+        return self._ready(tensor)
+
+    def _ready(self, name: str):
+        """Backward tensor `name`'s texture, drawn first where a step leaves it undrawn: a
+        lane-blocked weight gradient (interleaved), an unfused gradient (backward.py)."""
+        if name in self._lanes:
+            self._lanes[name].draw(self.ctx)
+        elif name in self._on_demand:
+            if name in self._previous:  # after a step, its optimiser's other layout
+                self._share_filters(self._on_demand[name], self._previous[name].previous, True)
+            self._on_demand[name].draw(self.ctx, self._compiler.textures, None)
+        return self._compiler.textures[name]
 
     def _read(self, name: str) -> np.ndarray:
         """Backward tensor `name` as float32 (C, H, W)."""
-        if name in self._lanes:  # a lane-blocked weight gradient: interleave it first
-            self._lanes[name].draw(self.ctx)
-        tex = self._compiler.textures[name]
+        tex = self._ready(name)
         data = np.frombuffer(tex.read(), np.float32).reshape(tex.height, tex.width, 4)
         return unpack(data, self.shapes[name])
 
@@ -434,7 +421,8 @@ class Trainer:
             interleave.fbo.release()
             interleave.targets.release()
         for buffer in (compiler.input_buffers.values() if compiler else ()):
-            buffer.release()
+            if buffer not in self.pipeline._input_buffers.values():  # not the forward's
+                buffer.release()
         self.slots, self.passes, self._lanes = [], [], {}
         self.pipeline.release()
 

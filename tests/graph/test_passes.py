@@ -310,3 +310,16 @@ UNFUSED = [
 def test_no_fusion_where_it_would_change_results(ctx, make, expected):
     optimised = optimised_matches_original(ctx, make())
     assert signature(optimised) == expected
+
+
+@pytest.mark.parametrize("attrs,label", [
+    ({}, "Conv"),
+    ({"residual": True, "activation": {"op": "Relu"}}, "Conv+Add+Relu"),
+    ({"input_activation": {"op": "LeakyRelu"}, "input_gate": True}, "LeakyRelu+Mul+Conv"),
+    ({"input_mean": True, "activation": {"op": "HardSigmoid"}}, "Mean+Conv+HardSigmoid"),
+    ({"output_grad": {"op": "Sigmoid"}}, "Conv+dSigmoid"),
+    ({"activation": {"op": "Relu"}, "affine": True}, "Conv+Relu+Affine"),
+])
+def test_a_nodes_label_names_what_was_fused_in_order(attrs, label):
+    from glcnn.graph import Node
+    assert Node("Conv", "c", ["x"], attrs).label == label

@@ -4,6 +4,7 @@ import moderngl
 import numpy as np
 
 from glcnn.resources import resource_path
+from glcnn.runtime.shaders import spliced
 
 # Every a < 2^16 (a texel coordinate or slice of any texture glcnn makes) against every divisor
 # up to 1024 and a few larger ones: the count of a where div_floor differs from a / b.
@@ -28,7 +29,7 @@ void main() {
 
 
 def test_div_floor_is_integer_division_for_every_texel_coordinate(ctx):
-    common = resource_path("shaders", "common.glsl").read_text()
+    common = spliced("common.glsl")  # with its includes
     vertex = resource_path("shaders", "fullscreen.vert").read_text()
     program = ctx.gl.program(
         vertex_shader="#version 330 core\n" + vertex,

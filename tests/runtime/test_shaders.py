@@ -15,6 +15,7 @@ from glcnn.runtime.shaders import build_source, excerpt
 
 MAX_SHADER_LINES = 300
 COMMON = shader_text("common.glsl")  # the shipped one, for fake programs the driver compiles
+COMMON_INCLUDES = {"activation_derivative.glsl": shader_text("activation_derivative.glsl")}
 
 
 @pytest.fixture
@@ -114,7 +115,7 @@ def _driver_message(ctx, source: str) -> str:
 
 
 def test_driver_errors_in_an_included_file_point_at_it(ctx, fake_files):
-    fake_files |= {"common.glsl": COMMON,
+    fake_files |= COMMON_INCLUDES | {"common.glsl": COMMON,
                    "a.glsl": 'vec4 compute(int slice, int y, int x) {\n#include "b.glsl"\n'
                              "    return v;\n}",
                    "b.glsl": "    vec4 v = vec4(0.0);\n    v += undeclared_here;"}
@@ -124,7 +125,7 @@ def test_driver_errors_in_an_included_file_point_at_it(ctx, fake_files):
 
 @pytest.mark.parametrize("defines", [{}, {"X": 1}])
 def test_driver_lines_stay_right_after_a_conditional_include(ctx, fake_files, defines):
-    fake_files |= {"common.glsl": COMMON,
+    fake_files |= COMMON_INCLUDES | {"common.glsl": COMMON,
                    "a.glsl": "vec4 compute(int slice, int y, int x) {\n#ifdef X\n"
                              '#include "b.glsl"\n#else\n    vec4 v = vec4(1.0);\n#endif\n'
                              "    return v + undeclared_here;\n}",

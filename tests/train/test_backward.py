@@ -15,7 +15,14 @@ def test_the_autoencoders_backward_graph():
     ops = [n.op for n in graph.nodes]
     assert ops[:2] == ["LossSum", "LossGrad"]
     assert ops.count("ConvGradWeight") == 4 and ops.count("ConvGradBias") == 4
-    assert ops.count("ActivationGrad") == 4
+    # Each activation's gradient folded into the op computing the layer's output gradient,
+    # which stays, unfused, for Trainer.gradient to draw on demand.
+    assert ops.count("ActivationGrad") == 0
+    assert [(n.name, n.op, n.attrs["output_grad"]["op"]) for n in graph.nodes
+            if n.attrs.get("output_grad")] == [
+        ("dz:dec2", "LossGrad", "Sigmoid"), ("dz:dec1", "Conv", "Relu"),
+        ("dz:enc2", "Conv", "Relu"), ("dz:enc1", "ConvTranspose", "Relu")]
+    assert graph.meta["on_demand"] == ["grad:dec2", "dx:dec2", "dx:dec1", "dx:enc2"]
     # Input gradients: dec2 (ConvTranspose) -> Conv, ..., enc2 (Conv) -> ConvTranspose; none
     # for enc1, whose input is the image.
     assert [n.name for n in graph.nodes if n.name.startswith("dx:")] == [

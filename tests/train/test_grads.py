@@ -140,3 +140,66 @@ def test_reference_evaluators_agree_with_torch_and_the_gpu(ctx):
     for node in trainer.backward.nodes:
         assert relative_error(trainer._read(node.name), values[node.name]) <= TOLERANCE, node
     trainer.release()
+
+
+# The "output_grad" epilogue (glcnn/train/backward.py folds each ActivationGrad into the op
+# computing the gradient it reads): the op's result times f'(y) of the forward output y, its
+# last input, against the numpy reference and PyTorch's derivative; blocked and direct.
+OUTPUT_GRADS = [("Relu", None), ("LeakyRelu", 0.2), ("Sigmoid", None), ("Tanh", None),
+                ("Elu", 0.7)]
+
+
+@pytest.mark.parametrize("strategy", ["blocked", "direct"])
+@pytest.mark.parametrize("op", ["Conv", "ConvTranspose"])
+@pytest.mark.parametrize("act,alpha", OUTPUT_GRADS, ids=[a for a, _ in OUTPUT_GRADS])
+def test_output_grad_epilogue(ctx, op, act, alpha, strategy):
+    import torch
+    from helpers import check_op, random_inputs
+    attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1], "filters_transposed": True,
+             "output_grad": {"op": act} | ({"alpha": alpha} if alpha else {})}
+    if op == "ConvTranspose":
+        attrs["output_padding"] = [1, 1]
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((12, 8, 4, 4) if op == "Conv" else (8, 12, 4, 4)).astype(np.float32)
+    x_shape = (8, 16, 18) if op == "Conv" else (8, 7, 9)
+    out_shape = (12, 8, 9) if op == "Conv" else (12, 15, 19)
+    dy, y = random_inputs([x_shape, out_shape], 5)
+    if act in ("Sigmoid",):
+        y = 1 / (1 + np.exp(-y))  # outputs the activation can give
+    elif act == "Tanh":
+        y = np.tanh(y)
+    check_op(ctx, op, attrs, [x_shape, out_shape], {"W": w}, inputs=[dy, y], strategy=strategy)
+    # The derivative itself: PyTorch's, at an input z with f(z) = y.
+    from glcnn.graph.reference_ops import activation_grad
+    z = torch.tensor(rng.standard_normal((4, 5, 6)), requires_grad=True)
+    f = {"Relu": torch.relu, "Sigmoid": torch.sigmoid, "Tanh": torch.tanh,
+         "LeakyRelu": lambda v: torch.nn.functional.leaky_relu(v, alpha or 0.0),
+         "Elu": lambda v: torch.nn.functional.elu(v, alpha or 0.0)}[act]
+    out = f(z)
+    g = torch.tensor(rng.standard_normal((4, 5, 6)))
+    out.backward(g)
+    want = z.grad.numpy()
+    assert np.abs(activation_grad(act, g.numpy(), out.detach().numpy(), alpha) - want).max() < 1e-12
+
+
+@pytest.mark.parametrize("attrs,message", [
+    ({"output_grad": {"op": "Softplus"}}, "output_grad .*expected one of Relu"),
+    ({"output_grad": {"op": "Relu"}, "activation": {"op": "Relu"}}, "no activation, residual"),
+    ({"output_grad": {"op": "Elu", "alpha": -1.0}}, "alpha=-1.0 must be > 0"),
+])
+def test_output_grad_refused(attrs, message):
+    from glcnn.graph import Node
+    from glcnn.ops import make_op
+    node = Node("Conv", "dz:y", ["g", "y"], attrs, {"W": np.ones((4, 4, 1, 1), np.float32)})
+    with pytest.raises(glcnn.UnsupportedOpError, match=message):
+        make_op(node, [(4, 3, 3), (4, 3, 3)])
+
+
+def test_output_grad_needs_the_forward_outputs_shape():
+    from glcnn.graph import Node
+    from glcnn.ops import make_op
+    node = Node("Conv", "dz:y", ["g", "y"], {"output_grad": {"op": "Relu"}},
+                {"W": np.ones((4, 4, 1, 1), np.float32)})
+    with pytest.raises(glcnn.GlcnnError, match=r"forward output has shape \(4, 2, 3\), "
+                                                r"expected \(4, 3, 3\)"):
+        make_op(node, [(4, 3, 3), (4, 2, 3)])
