@@ -10,14 +10,16 @@
 // gradients of input channels 4q..4q+3 at once, one x texel and one dZ texel feeding 16
 // multiply-adds (the plain form: 4), and writes channel 4q + j's to render target j (a layer of
 // a texture array); conv_grad_weight_lanes.glsl then interleaves the layers into the layout.
+// With BIAS_ROW fragments in rows past the layout's (u_bias_row) sum the bias gradient too.
 // Defines: TRANSPOSED (the forward op is a ConvTranspose); LANE_BLOCK (with CUSTOM_MAIN and
-//          BLOCKED_OUTPUT of BLOCK_X 4, BLOCK_Y 1: common.glsl's 4 render targets frag_block);
-//          INPUT_BUFFER (x is a samplerBuffer
-//          holding its atlas texture row by row, u_input_width texels a row: the trainer copies
-//          it there before the pass, as a blocked conv's input; a fetch costs a quarter of a
-//          2D sample on llvmpipe); GRAD_BUFFER (dZ likewise, u_grad_width texels a row).
+//          BLOCKED_OUTPUT of BLOCK_X 4 or 8 (TAP_PAIRS), BLOCK_Y 1: frag_block); BIAS_ROW;
+//          INPUT_BUFFER (x is a samplerBuffer holding its atlas texture row by row,
+//          u_input_width texels a row: the trainer copies it there before the pass, as a
+//          blocked conv's input; a fetch costs a quarter of a 2D sample on llvmpipe);
+//          GRAD_BUFFER (dZ likewise, u_grad_width texels a row).
 // Uniforms: u_input_shape, u_grad_shape, u_stride, u_dilation, u_pad (x, y), u_kernel (kw, kh),
-//           u_groups (Cg, Cog, 1 if the 4 lanes of a slice read one input channel), u_rows.
+//           u_groups (Cg, Cog, 1 if the 4 lanes of a slice read one input channel), u_rows,
+//           u_pairs (TAP_PAIRS), u_bias_row (BIAS_ROW).
 // Samplers: u_input (the forward input x), u_grad (dZ: the forward output's gradient before
 //           its activation).
 
@@ -123,6 +125,38 @@ vec4 grad_texel(Terms t, int a, int b) {
 #endif
 }
 
+#ifdef BIAS_ROW
+uniform ivec2 u_bias_row;  // (first row, width) of the fragments summing the bias gradient
+
+vec4 grad_pixel(ivec2 p) {  // dZ's texel p
+#ifdef GRAD_BUFFER
+    return texelFetch(u_grad, p.y * u_grad_width + p.x);
+#else
+    return sample_texel(u_grad, 1.0 / vec2(textureSize(u_grad, 0)), p);
+#endif
+}
+
+// The bias gradient of output slice s (layer 0 of fragment (s mod w, row + s div w), u_bias_row
+// = (row, w)): Σ dZ over this draw's chunk of summed rows; for a ConvTranspose over the dZ rows
+// from stride * its first x row to stride * the next chunk's (to the end in the last chunk).
+vec4 bias_gradient(int s) {
+    if (s >= (u_grad_shape.x + 3) / 4) return vec4(0.0);
+#ifdef TRANSPOSED
+    bool last = u_rows.x + u_rows.y >= u_input_shape.y;
+    int first = min(u_rows.x * u_stride.y, u_grad_shape.y);
+    int end = last ? u_grad_shape.y : min((u_rows.x + u_rows.y) * u_stride.y, u_grad_shape.y);
+#else
+    int first = u_rows.x, end = min(u_rows.x + u_rows.y, u_grad_shape.y);
+#endif
+    ivec2 origin = tile_origin(u_grad_shape, s);
+    vec4 acc = vec4(0.0);
+    for (int a = first; a < end; ++a) {
+        for (int b = 0; b < u_grad_shape.z; ++b) acc += grad_pixel(origin + ivec2(b, a));
+    }
+    return acc;
+}
+#endif
+
 #ifdef TAP_PAIRS
 // Kernel columns kx and kx + m of 4 input channels (TAP_PAIRS; m * dilation = stride): the
 // strided tensor's column that kx + m reads at summed column b is the one kx reads at b + 1, so
@@ -188,6 +222,11 @@ void main() {
             }
         }
     }
+#ifdef BIAS_ROW
+    if (p.y >= u_bias_row.x) {  // (its s is past the slices: acc is zero)
+        acc[0] = bias_gradient((p.y - u_bias_row.x) * u_bias_row.y + p.x);
+    }
+#endif
     frag_block[0] = acc[0];
     frag_block[1] = acc[1];
     frag_block[2] = acc[2];
@@ -217,6 +256,11 @@ void main() {
             }
         }
     }
+#ifdef BIAS_ROW
+    if (p.y >= u_bias_row.x) {  // (its s is past the slices: acc is zero)
+        acc[0] = bias_gradient((p.y - u_bias_row.x) * u_bias_row.y + p.x);
+    }
+#endif
     frag_block[0] = acc[0];
     frag_block[1] = acc[1];
     frag_block[2] = acc[2];

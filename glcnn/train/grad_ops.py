@@ -116,10 +116,32 @@ class ConvGradWeight(Op):
         """Render targets of the lane-blocked pass: 4 input channels, for 1 or 2 columns."""
         return 8 if self.tap_pairs()[0] < self.fwd.W.shape[3] else 4
 
+    def sums_bias(self) -> bool:
+        """Whether the lane-blocked pass also sums the bias gradient (Σ dZ per output slice, in
+        layer 0 of an extra row of fragments, `bias_row`): one pass fewer per layer. Not where a
+        chunk of a ConvTranspose's summed x rows would reach more than CHUNK_TERMS dZ terms."""
+        if not self.lane_blocked():
+            return False
+        if not self.transposed():
+            return True
+        _, rows, columns = self.in_shapes[1]  # dZ
+        sy = self.fwd.strides[0]
+        return all((min(rows, (r + n) * sy) - min(rows, r * sy)) * columns <= CHUNK_TERMS
+                   for r, n in rows_chunks(*self.summed()))
+
+    def bias_row(self) -> tuple[int, int]:
+        """(first row, width) of the fragments past the weight layout's that sum the bias
+        gradient, output slice s at (s mod width, first row + s div width)."""
+        _, height, width = self.output_shape()
+        return height, -(-width // (4 * self.fwd.W.shape[3])) * self.tap_pairs()[1]
+
     def lanes_size(self) -> tuple[int, int]:
         """(width, height) of the render targets of the lane-blocked pass."""
-        _, height, width = self.output_shape()
-        return -(-width // (4 * self.fwd.W.shape[3])) * self.tap_pairs()[1], height
+        height, width = self.bias_row()
+        if self.sums_bias():  # the rows of the bias gradient's fragments, one per slice
+            slices = -(-self.in_shapes[1][0] // 4)
+            return width, height + -(-slices // width)
+        return width, height
 
     def defines(self):
         defines = {"TRANSPOSED": 1} if self.transposed() else {}
@@ -127,6 +149,7 @@ class ConvGradWeight(Op):
             defines |= {"LANE_BLOCK": 1, "CUSTOM_MAIN": 1, "BLOCKED_OUTPUT": 1,
                         "BLOCK_X": self.lane_layers(), "BLOCK_Y": 1, "BLOCK_STEP": 1}
             defines |= {"TAP_PAIRS": 1} if self.lane_layers() == 8 else {}
+            defines |= {"BIAS_ROW": 1} if self.sums_bias() else {}
         return defines
 
     def summed(self) -> tuple[int, int]:
@@ -140,7 +163,7 @@ class ConvGradWeight(Op):
         return {"u_stride": self.fwd.strides[::-1], "u_dilation": self.fwd.dilations[::-1],
                 "u_pad": (self.fwd.pads[1], self.fwd.pads[0]), "u_kernel": (kw, kh),
                 "u_groups": (cg, cog, same, 0), "u_rows": (0, self.summed()[0]),
-                "u_pairs": self.tap_pairs()}
+                "u_pairs": self.tap_pairs(), "u_bias_row": self.bias_row()}
 
     def flops(self):
         return 2 * int(np.prod(self.fwd.W.shape)) * int(np.prod(self.summed()))

@@ -68,8 +68,8 @@ class Slot:
         ctx: the glcnn Context. new_image: (size) -> a fresh float32 texture of that layout
             size (Compiler.new_image). data: the (height, width, 4) initial layout.
         grad: the gradient texture (same layout), or with `lanes` (its uniforms
-            grad_ops.LANE_UNIFORMS) the texture array of a lane-blocked weight gradient
-            (grad_lanes.glsl).
+            grad_ops.LANE_UNIFORMS, or for a bias u_bias_row) the texture array of a
+            lane-blocked weight gradient (grad_lanes.glsl, optim_inputs.glsl).
         hyper: the optimiser.
         target: the forward pipeline's weight texture (2D or BufferTexture) to copy into.
         rebind: for a 2D target, a function binding a texture in its place in the forward
@@ -84,7 +84,8 @@ class Slot:
         # The weights are read from a buffer target (always equal to `current` after publish).
         self.buffered = isinstance(target, BufferTexture)
         shader, defines, states = hyper.shader()
-        defines |= {"LANE_GRAD": 1} if lanes else {}
+        if lanes:  # a weight's lane-blocked gradient, or the bias gradient in its extra row
+            defines |= {"LANE_BIAS" if "u_bias_row" in lanes else "LANE_GRAD": 1}
         defines |= {"PARAM_BUFFER": 1} if self.buffered else {}
         zeros = np.zeros_like(data)
         self.sets = [[self._image(new_image, data if i == 0 else zeros)]

@@ -22,10 +22,10 @@ from ..importers.npz import save as save_npz
 from ..layout import Atlas, pack, unpack
 from ..ops import build_ops
 from ..runtime.compiler import Compiler, Unblock
-from ..runtime.gl import layer_framebuffer
 from ..runtime.pipeline import Pipeline
 from .backward import CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight, weight_layer
-from .grad_ops import LANE_UNIFORMS, LOSSES, ConvGradWeight, summed_chunks
+from .grad_ops import LOSSES, ConvGradBias, ConvGradWeight, summed_chunks
+from .lanes import bias_pass, lane_pass
 from .optim import Hyper, Slot
 from .plan import BackwardPlan
 
@@ -123,12 +123,23 @@ class Trainer:
                 self._grad_buffers[id(p)] = (tensor, buffer,
                                              compiler.textures | {tensor: buffer})
             if isinstance(op, ConvGradWeight) and op.lane_blocked():
-                self._lanes[op.node.output] = self._lane_pass(p, compiler)
+                self._lanes[op.node.output] = lane_pass(self.ctx, p, compiler)
+        # Bias gradients the weight gradient's pass sums (ConvGradWeight.sums_bias): their own
+        # pass is not drawn, they are copied out where asked for (as the weight's, _ready).
+        skipped = set()
+        for p in self.passes:
+            if isinstance(p.op, ConvGradWeight) and p.op.sums_bias():
+                name = next(b.op.node.name for b in self.passes if isinstance(b.op, ConvGradBias)
+                            and b.op.node.inputs[0] == p.op.node.inputs[1])
+                self._lanes[name] = bias_pass(self.ctx, self._lanes[p.op.node.name],
+                                              p.op.bias_row(), compiler.textures[name],
+                                              Atlas.of(self.shapes[name]).size)
+                skipped.add(name)
         # Unfused gradients (backward.py): drawn by _ready only, copying their input buffer.
         on_demand = set(bgraph.meta["on_demand"])
         self._on_demand = {p.op.node.name: p for p in self.passes if p.op.node.name in on_demand}
         self._previous: dict[str, Slot] = {}  # on-demand input-gradient conv -> its weights
-        self._step_passes = [p for p in self.passes if p.op.node.name not in on_demand]
+        self._step_passes = [p for p in self.passes if p.op.node.name not in on_demand | skipped]
         for p in self._on_demand.values():
             p.copy_input = p.input_buffer is not None
         chunks = {id(p): summed_chunks(p.op) for p in self.passes}
@@ -136,20 +147,6 @@ class Trainer:
         for param in self.params:
             self.slots.append(self._slot(param, compiler))
         self.ctx.check_error("compiling the backward passes")
-
-    def _lane_pass(self, p, compiler) -> Unblock:
-        """Point lane-blocked weight-gradient pass `p` (ConvGradWeight.lane_blocked) at the 4 or
-        8 layers of a texture array of its own; returns the pass interleaving them into its
-        output (conv_grad_weight_lanes.glsl)."""
-        size = p.op.lanes_size()
-        layers = p.op.lane_layers()
-        lanes = compiler.new_image(size, layers, "f4")
-        out, p.fbo = p.fbo, layer_framebuffer(self.ctx, lanes, layers, size)
-        program = self.ctx.program("conv_grad_weight_lanes.glsl", {"CUSTOM_MAIN": 1},
-                                   p.op.node.name)
-        uniforms = {k: v for k, v in p.op.all_uniforms().items() if k in LANE_UNIFORMS}
-        return Unblock(program, self.ctx.gl.vertex_array(program, []), out, lanes,
-                       uniforms | {"u_grad": 0})
 
     def _rebinder(self, layer: str, sampler: str):
         """A function binding a texture as `layer`'s weight texture `sampler` in the forward
@@ -419,7 +416,8 @@ class Trainer:
         for interleave in self._lanes.values():
             interleave.vao.release()
             interleave.fbo.release()
-            interleave.targets.release()
+        for targets in {id(i.targets): i.targets for i in self._lanes.values()}.values():
+            targets.release()  # a weight's, shared by its bias
         for buffer in (compiler.input_buffers.values() if compiler else ()):
             if buffer not in self.pipeline._input_buffers.values():  # not the forward's
                 buffer.release()

@@ -117,6 +117,22 @@ def test_sums_over_4096_terms_are_cut_into_chunks(ctx):
     check_gradients(layer_graph("Conv", 3, 4, 3, 1, 1, 1, 1, 70, 70, "Sigmoid"), ctx, "bce")
 
 
+@pytest.mark.parametrize("stride,folded", [(1, True), (2, False)])
+def test_transposed_bias_gradients_over_chunks(ctx, stride, folded):
+    """A ConvTranspose on 70×70: its weight gradient's pass sums the bias gradient too where
+    each chunk of x rows reaches at most 4096 dZ terms (stride 1, pad 1), else the bias keeps
+    its own pass (stride 2: 4× the terms)."""
+    from glcnn.ops import build_ops
+    from glcnn.train.backward import backward_graph
+    from glcnn.train.grad_ops import ConvGradWeight
+    graph = layer_graph("ConvTranspose", 3, 4, 3, stride, 1, 1, 1, 70, 70, "Tanh")
+    ops, _ = build_ops(backward_graph(graph, "mse")[0])
+    weight = next(op for op in ops if isinstance(op, ConvGradWeight)
+                  and op.node.name == "grad:layer.weight")
+    assert weight.sums_bias() == folded
+    check_gradients(graph, ctx, batch=2)
+
+
 def test_reference_evaluators_agree_with_torch_and_the_gpu(ctx):
     """glcnn.train.reference (the backward ops' numpy reference) evaluates the backward graph:
     its weight gradients are PyTorch's, and every backward tensor the GPU computed is its."""
