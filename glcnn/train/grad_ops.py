@@ -69,6 +69,7 @@ class ConvGradWeight(Op):
     | attribute                             | meaning                                   |
     |---------------------------------------|-------------------------------------------|
     | forward                               | "Conv" or "ConvTranspose"                 |
+    | bias                                  | the layer has a bias (sums_bias)          |
     | strides, pads, dilations, group, ...  | the forward op's                          |
 
     Weights: W, the forward weight (shapes only). Output (4, S·kh, cols·kw): texel
@@ -119,8 +120,9 @@ class ConvGradWeight(Op):
     def sums_bias(self) -> bool:
         """Whether the lane-blocked pass also sums the bias gradient (Σ dZ per output slice, in
         layer 0 of an extra row of fragments, `bias_row`): one pass fewer per layer. Not where a
-        chunk of a ConvTranspose's summed x rows would reach more than CHUNK_TERMS dZ terms."""
-        if not self.lane_blocked():
+        chunk of a ConvTranspose's summed x rows would reach more than CHUNK_TERMS dZ terms,
+        nor for a layer without a bias (attribute bias false)."""
+        if not self.lane_blocked() or not self.node.attrs.get("bias"):
             return False
         if not self.transposed():
             return True

@@ -133,6 +133,18 @@ def test_transposed_bias_gradients_over_chunks(ctx, stride, folded):
     check_gradients(graph, ctx, batch=2)
 
 
+@pytest.mark.parametrize("kind", ["Conv", "ConvTranspose"])
+def test_layers_without_a_bias(ctx, kind):
+    """No bias to train: no bias gradient, in a pass or in the weight gradient's rows."""
+    b = Builder(seed=4)
+    a = b.conv(b.input("x", (5, 9, 8)), 8, 1, bias=False, name="pre")
+    make = b.conv if kind == "Conv" else b.conv_transpose
+    graph = b.build([make(a, 6, 3, stride=2, padding=1, bias=False, activation="Relu",
+                          name="layer")])
+    errors = check_gradients(graph, ctx)
+    assert not any(name.endswith(".bias") for name in errors)
+
+
 def test_reference_evaluators_agree_with_torch_and_the_gpu(ctx):
     """glcnn.train.reference (the backward ops' numpy reference) evaluates the backward graph:
     its weight gradients are PyTorch's, and every backward tensor the GPU computed is its."""
