@@ -444,15 +444,3 @@ class GemmGradInput(Op):
     def flops(self):
         return 2 * int(self.fwd.matrix.size)
 
-
-def summed_chunks(op) -> list[tuple[int, int]] | None:
-    """Row chunks of a summing pass (the trainer draws it once per chunk, adding into its
-    output), None for the others."""
-    if isinstance(op, ConvGradWeight | LossSum):
-        return rows_chunks(*op.summed())
-    if isinstance(op, ConvGradBias):
-        _, rows, columns = op.in_shapes[0]
-        return rows_chunks(rows, columns)
-    if isinstance(op, GemmGradWeight):
-        return rows_chunks(1, 1)
-    return None

@@ -1,8 +1,9 @@
-"""The plan (glcnn/runtime/plan.py) of a Trainer's backward passes."""
+"""The plan (glcnn/runtime/plan.py) of a Trainer's backward passes, and how the summing ones
+are drawn."""
 
 from ..layout import Atlas
 from ..runtime.plan import Plan
-from .grad_ops import ConvGradWeight
+from .grad_ops import ConvGradBias, ConvGradWeight, GemmGradWeight, LossSum, rows_chunks
 
 # Input-gradient convs of fewer FLOPs run direct: a blocked pass is two programs to compile
 # (the test suite's small convs), and saves little on a small conv.
@@ -48,3 +49,16 @@ class BackwardPlan(Plan):
             width, height = self.allocated(Atlas.of(self.shapes[op.node.inputs[0]]).size)
             return self.ctx.buffer_fits(width * height)
         return super().reads_input_buffer(op, in_place)
+
+
+def summed_chunks(op) -> list[tuple[int, int]] | None:
+    """Row chunks of a summing pass (the trainer draws it once per chunk, adding into its
+    output), None for the others."""
+    if isinstance(op, ConvGradWeight | LossSum):
+        return rows_chunks(*op.summed())
+    if isinstance(op, ConvGradBias):
+        _, rows, columns = op.in_shapes[0]
+        return rows_chunks(rows, columns)
+    if isinstance(op, GemmGradWeight):
+        return rows_chunks(1, 1)
+    return None

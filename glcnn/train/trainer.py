@@ -24,10 +24,10 @@ from ..ops import build_ops
 from ..runtime.compiler import Compiler, Unblock
 from ..runtime.pipeline import Pipeline
 from .backward import CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight, weight_layer
-from .grad_ops import LOSSES, ConvGradBias, ConvGradWeight, summed_chunks
+from .grad_ops import LOSSES, ConvGradBias, ConvGradWeight
 from .lanes import bias_pass, lane_pass
 from .optim import Hyper, Slot
-from .plan import BackwardPlan
+from .plan import BackwardPlan, summed_chunks
 
 
 class _TrainingPipeline(Pipeline):
