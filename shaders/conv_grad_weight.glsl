@@ -157,6 +157,20 @@ vec4 bias_gradient(int s) {
 }
 #endif
 
+#ifdef LANE_BLOCK
+// Input channels 4q..4q+3's gradients `acc` to render targets 0-3; with BIAS_ROW, in fragments
+// past the layout's rows (where acc is zero), the bias gradient in target 0.
+void write_lanes(mat4 acc, ivec2 p) {
+#ifdef BIAS_ROW
+    if (p.y >= u_bias_row.x) acc[0] = bias_gradient((p.y - u_bias_row.x) * u_bias_row.y + p.x);
+#endif
+    frag_block[0] = acc[0];
+    frag_block[1] = acc[1];
+    frag_block[2] = acc[2];
+    frag_block[3] = acc[3];
+}
+#endif
+
 #ifdef TAP_PAIRS
 // Kernel columns kx and kx + m of 4 input channels (TAP_PAIRS; m * dilation = stride): the
 // strided tensor's column that kx + m reads at summed column b is the one kx reads at b + 1, so
@@ -222,15 +236,7 @@ void main() {
             }
         }
     }
-#ifdef BIAS_ROW
-    if (p.y >= u_bias_row.x) {  // (its s is past the slices: acc is zero)
-        acc[0] = bias_gradient((p.y - u_bias_row.x) * u_bias_row.y + p.x);
-    }
-#endif
-    frag_block[0] = acc[0];
-    frag_block[1] = acc[1];
-    frag_block[2] = acc[2];
-    frag_block[3] = acc[3];
+    write_lanes(acc, p);
     acc2 = kx + m < u_kernel.x ? acc2 : mat4(0.0);  // a pair of one column
     frag_block[4] = acc2[0];
     frag_block[5] = acc2[1];
@@ -256,15 +262,7 @@ void main() {
             }
         }
     }
-#ifdef BIAS_ROW
-    if (p.y >= u_bias_row.x) {  // (its s is past the slices: acc is zero)
-        acc[0] = bias_gradient((p.y - u_bias_row.x) * u_bias_row.y + p.x);
-    }
-#endif
-    frag_block[0] = acc[0];
-    frag_block[1] = acc[1];
-    frag_block[2] = acc[2];
-    frag_block[3] = acc[3];
+    write_lanes(acc, p);
 }
 #else
 vec4 compute(int slice, int y, int x) {
