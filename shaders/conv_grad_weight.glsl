@@ -71,6 +71,14 @@ vec4 input_texel(ivec2 p) {
 #endif
 }
 
+vec4 grad_pixel(ivec2 p) {  // texel p of dZ's atlas, likewise
+#ifdef GRAD_BUFFER
+    return texelFetch(u_grad, p.y * u_grad_width + p.x);
+#else
+    return sample_texel(u_grad, 1.0 / vec2(textureSize(u_grad, 0)), p);
+#endif
+}
+
 // The pixels summed for kernel tap (kx, ky) of output slice s (rows, cols: [first, last + 1)),
 // where the dZ texel of summed position (b, a) is (grad_origin + (b, a) * grad_scale, read by
 // grad_texel) and x's, relative to the x slice's tile origin ((b, a) * input_scale +
@@ -118,8 +126,7 @@ Terms terms(int s, int kx, int ky) {
 // (sample_texel in common.glsl: texelFetch's value, about twice as fast on llvmpipe).
 vec4 grad_texel(Terms t, int a, int b) {
 #ifdef GRAD_BUFFER
-    ivec2 p = t.grad_origin + ivec2(b, a) * t.grad_scale;
-    return texelFetch(u_grad, p.y * u_grad_width + p.x);
+    return grad_pixel(t.grad_origin + ivec2(b, a) * t.grad_scale);
 #else
     return textureLod(u_grad, t.grad_base + vec2(b, a) * t.grad_step, 0.0);
 #endif
@@ -127,14 +134,6 @@ vec4 grad_texel(Terms t, int a, int b) {
 
 #ifdef BIAS_ROW
 uniform ivec2 u_bias_row;  // (first row, width) of the fragments summing the bias gradient
-
-vec4 grad_pixel(ivec2 p) {  // dZ's texel p
-#ifdef GRAD_BUFFER
-    return texelFetch(u_grad, p.y * u_grad_width + p.x);
-#else
-    return sample_texel(u_grad, 1.0 / vec2(textureSize(u_grad, 0)), p);
-#endif
-}
 
 // The bias gradient of output slice s (layer 0 of fragment (s mod w, row + s div w), u_bias_row
 // = (row, w)): Σ dZ over this draw's chunk of summed rows; for a ConvTranspose over the dZ rows
@@ -190,12 +189,8 @@ vec4 strided_texel(ivec2 origin, Terms t, int a, int col) {
     bool inside = uint(col) < uint(shape.z);
     int column = clamp(col, 0, shape.z - 1);
 #ifdef TRANSPOSED
-    ivec2 g = ivec2(t.grad_origin.x - t.offset.x + column, t.grad_origin.y + a * t.grad_scale.y);
-#ifdef GRAD_BUFFER
-    vec4 v = texelFetch(u_grad, g.y * u_grad_width + g.x);
-#else
-    vec4 v = sample_texel(u_grad, 1.0 / vec2(textureSize(u_grad, 0)), g);
-#endif
+    vec4 v = grad_pixel(ivec2(t.grad_origin.x - t.offset.x + column,
+                              t.grad_origin.y + a * t.grad_scale.y));
 #else
     vec4 v = input_texel(origin + ivec2(column, a * t.input_scale.y + t.input_shift.y));
 #endif

@@ -39,6 +39,7 @@ AFFINE_WEIGHTS = ("affine_scale", "affine_shift")
 # Activations with a backward pass (glcnn/train), each with its alpha's default (None: none):
 # ActivationGrad's, and attrs["output_grad"]'s, an epilogue turning the dL/dy an op computes
 # into dL/dz of y = f(z), reading y as its last input (shaders/activation_derivative.glsl).
+# f' is computed from y (all a fused epilogue leaves): y > 0 iff z > 0 needs alpha > 0.
 GRAD_ACTIVATIONS = {"Relu": None, "LeakyRelu": 0.01, "Sigmoid": None, "Tanh": None, "Elu": 1.0}
 # No activation, Relu and Clip as one form, clamp(x, lo, hi) or x (shaders/common.glsl,
 # ACT_CLAMP): the bounds of each; no activation sets u_act_on = 0.
@@ -204,9 +205,14 @@ class Op:
         if self.in_shapes[-1] != self.output_shape():
             self.fail(f"output_grad's forward output has shape {self.in_shapes[-1]}, "
                       f"expected {self.output_shape()}")
+        self.check_grad_alpha()
+
+    def check_grad_alpha(self) -> None:
+        """Refuses an output_grad (or ActivationGrad act) alpha ≤ 0 (GRAD_ACTIVATIONS)."""
         if self.grad_alpha() is not None and not self.grad_alpha() > 0:
-            self.fail(f"{grad['op']} alpha={self.grad_alpha()} must be > 0 to train (its "
-                      "derivative is read from its output)", UnsupportedOpError)
+            op = (self.node.attrs.get("output_grad") or self.node.attrs["act"])["op"]
+            self.fail(f"{op} alpha={self.grad_alpha()} must be > 0 to train (its derivative "
+                      "is read from its output)", UnsupportedOpError)
 
     def grad_alpha(self) -> float | None:
         """The alpha of attrs["output_grad"] (or of an ActivationGrad's "act")."""

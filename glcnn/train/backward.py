@@ -238,8 +238,9 @@ def _conv_grads(nodes, params, node: Node, dz: str, wanted: bool, shapes):
     geometry = {k: node.attrs[k] for k in (*_GEOMETRY, "output_padding") if k in node.attrs}
     w = node.weights["W"]
     wgrad = grad_name(f"{node.name}.weight")
+    bias = grad_name(f"{node.name}.bias") if "B" in node.weights else None  # _bias_grad's
     nodes.append(Node("ConvGradWeight", wgrad, [x, dz],
-                      {"forward": node.op, "bias": "B" in node.weights, **geometry}, {"W": w}))
+                      {"forward": node.op, "bias_grad": bias, **geometry}, {"W": w}))
     params.append(Param(node.name, "W", f"{node.name}.weight", wgrad))
     _bias_grad(nodes, params, node, dz, "B")
     if not wanted:

@@ -40,8 +40,6 @@ CHUNK_TERMS = 4096  # most terms one fragment sums in one draw
 # the filter layout (grad_lanes.glsl; ConvGradWeight.uniforms).
 LANE_UNIFORMS = ("u_kernel", "u_groups", "u_pairs")
 LOSSES = ("mse", "l1", "bce")
-# Activations whose derivative the backward pass computes from their output y (all a fused
-# conv epilogue leaves): y > 0 iff z > 0 needs alpha > 0 for LeakyRelu and Elu.
 
 
 def forward_conv(node: Node, x_shape) -> Op:
@@ -69,7 +67,7 @@ class ConvGradWeight(Op):
     | attribute                             | meaning                                   |
     |---------------------------------------|-------------------------------------------|
     | forward                               | "Conv" or "ConvTranspose"                 |
-    | bias                                  | the layer has a bias (sums_bias)          |
+    | bias_grad                             | its layer's ConvGradBias, if any          |
     | strides, pads, dilations, group, ...  | the forward op's                          |
 
     Weights: W, the forward weight (shapes only). Output (4, S·kh, cols·kw): texel
@@ -121,8 +119,8 @@ class ConvGradWeight(Op):
         """Whether the lane-blocked pass also sums the bias gradient (Σ dZ per output slice, in
         layer 0 of an extra row of fragments, `bias_row`): one pass fewer per layer. Not where a
         chunk of a ConvTranspose's summed x rows would reach more than CHUNK_TERMS dZ terms,
-        nor for a layer without a bias (attribute bias false)."""
-        if not self.lane_blocked() or not self.node.attrs.get("bias"):
+        nor for a layer without a bias (no attribute bias_grad)."""
+        if not self.lane_blocked() or not self.node.attrs.get("bias_grad"):
             return False
         if not self.transposed():
             return True
@@ -211,9 +209,7 @@ class ActivationGrad(Op):
         if not isinstance(act, dict) or act.get("op") not in GRAD_ACTIVATIONS:
             self.fail(f"no backward pass for activation {quote(act)}; supported: "
                       f"{', '.join(GRAD_ACTIVATIONS)}", UnsupportedOpError)
-        if self.grad_alpha() is not None and not self.grad_alpha() > 0:
-            self.fail(f"{act['op']} alpha={self.grad_alpha()} must be > 0 to train (its "
-                      "derivative is read from its output)", UnsupportedOpError)
+        self.check_grad_alpha()
         if self.in_shapes[0] != self.in_shapes[1]:
             self.fail(f"gradient {self.in_shapes[0]} and output {self.in_shapes[1]} differ")
 
@@ -443,4 +439,3 @@ class GemmGradInput(Op):
 
     def flops(self):
         return 2 * int(self.fwd.matrix.size)
-

@@ -24,7 +24,7 @@ from ..ops import build_ops
 from ..runtime.compiler import Compiler, Unblock
 from ..runtime.pipeline import Pipeline
 from .backward import CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight, weight_layer
-from .grad_ops import LOSSES, ConvGradBias, ConvGradWeight
+from .grad_ops import LOSSES, ConvGradWeight
 from .lanes import bias_pass, lane_pass
 from .optim import Hyper, Slot
 from .plan import BackwardPlan, summed_chunks
@@ -129,8 +129,7 @@ class Trainer:
         skipped = set()
         for p in self.passes:
             if isinstance(p.op, ConvGradWeight) and p.op.sums_bias():
-                name = next(b.op.node.name for b in self.passes if isinstance(b.op, ConvGradBias)
-                            and b.op.node.inputs[0] == p.op.node.inputs[1])
+                name = p.op.node.attrs["bias_grad"]
                 self._lanes[name] = bias_pass(self.ctx, self._lanes[p.op.node.name],
                                               p.op.bias_row(), compiler.textures[name],
                                               Atlas.of(self.shapes[name]).size)
