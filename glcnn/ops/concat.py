@@ -14,12 +14,21 @@ Inputs: 1 to 8 tensors that agree on the other two axes (chain two Concats for m
 weights. Variants: ALIGNED (channel axis) when every input but the last has a multiple of 4
 channels, so each output slice is one whole input slice (one fetch instead of four per
 pixel); ALONG_H, ALONG_W for the spatial axes.
+
+Where every output texel is one whole texel of one input (along H or W, or on the channel axis
+when every input but the last has a multiple of 4 channels) and nothing is fused into the op,
+`tile_copies` gives it as rectangles of texels to copy, which a pipeline copies instead of
+running the shader (glcnn.runtime.plan.Plan.copies: no shader samples, no switch over the
+inputs, which a SIMD rasteriser runs in full for every texel).
 """
 
 import itertools
 
 from ..errors import ShapeError, UnsupportedOpError
+from ..layout import Atlas
 from .base import Op, register
+
+EPILOGUE_ATTRS = ("activation", "residual", "affine", "output_grad")  # fused into the shader
 
 MAX_INPUTS = 8  # samplers u_input0..u_input7 in shaders/concat.glsl
 
@@ -61,3 +70,31 @@ class Concat(Op):
 
     def uniforms(self):
         return {"u_end": tuple(itertools.accumulate(shape[self.axis] for shape in self.parts))}
+
+    def tile_copies(self) -> list[tuple[int, int, int, int, int, int, int]] | None:
+        """The op as copies of texel rectangles between atlases, (input, source x, source y,
+        output x, output y, width, height), neighbouring tiles merged; or None where an output
+        texel mixes inputs (an input before the last with C % 4 != 0 on the channel axis) or
+        the op has a fused epilogue. The rectangles cover every slice of the output (tiles
+        past the last slice are the output atlas's empty cells)."""
+        if any(self.node.attrs.get(a) for a in EPILOGUE_ATTRS) or \
+                "ALIGNED" not in self.defines() and self.axis == 0:
+            return None
+        out, rects, offset = Atlas.of(self.output_shape()), [], 0
+        for i, part in enumerate(self.parts):
+            src = Atlas.of(part)
+            for s in range(src.slices):
+                d = s + offset // 4 if self.axis == 0 else s  # the output slice
+                dx, dy = d % out.cols * out.width, d // out.cols * out.height
+                dy, dx = (dy + offset, dx) if self.axis == 1 else \
+                    (dy, dx + offset) if self.axis == 2 else (dy, dx)
+                rect = (i, s % src.cols * src.width, s // src.cols * src.height, dx, dy,
+                        src.width, src.height)
+                last = rects[-1] if rects else None
+                if last and last[0] == i and last[2] == rect[2] and last[4] == rect[4] and \
+                        last[1] + last[5] == rect[1] and last[3] + last[5] == rect[3]:
+                    rects[-1] = (*last[:5], last[5] + rect[5], last[6])  # the next tile in a row
+                else:
+                    rects.append(rect)
+            offset += part[self.axis]
+        return rects

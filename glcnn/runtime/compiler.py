@@ -10,7 +10,7 @@ import numpy as np
 from ..layout import Atlas, Blocking
 from ..ops import Op
 from .context import Context
-from .gl import DTYPE_BYTES, BufferTexture, layer_framebuffer
+from .gl import DTYPE_BYTES, BufferTexture, TileCopies, layer_framebuffer
 from .plan import INPUT_BUFFER_DTYPE, Plan, buffer_texels
 from .precision import TEXTURE_DTYPE
 
@@ -52,8 +52,8 @@ class Pass:
     """Everything one op needs at run time, resolved at compile time."""
 
     op: Op
-    program: moderngl.Program
-    vao: moderngl.VertexArray
+    program: moderngl.Program | None  # None: a pass of copies (`copies`)
+    vao: moderngl.VertexArray | None
     fbo: moderngl.Framebuffer
     inputs: list[tuple[str, str]]  # (sampler, tensor name)
     weights: list[tuple[str, moderngl.Texture]]
@@ -61,10 +61,14 @@ class Pass:
     unblock: Unblock | None = None  # set when the op runs spatially blocked
     input_buffer: BufferTexture | None = None  # u_input, filled from the input before the draw
     copy_input: bool = False  # fill it: an earlier pass has not already copied this tensor
+    copies: TileCopies | None = None  # the op runs as copies into fbo's texture (Plan.copies)
 
     def draw(self, ctx, textures: dict, ranges) -> None:
         """Bind the inputs (tensor name -> texture in `textures`), weights and u8 `ranges`,
-        set the uniforms, draw; then the unblock draw, if any."""
+        set the uniforms, draw; then the unblock draw, if any. (A pass of copies copies.)"""
+        if self.copies is not None:
+            self.copies.draw(textures, self.fbo)
+            return
         for unit, (_, tensor) in enumerate(self.inputs):
             textures[tensor].use(unit)
         if self.input_buffer is not None:  # u_input: the input atlas, copied now
@@ -80,6 +84,13 @@ class Pass:
         self.vao.render(moderngl.TRIANGLES, vertices=3)
         if self.unblock is not None:
             self.unblock.draw(ctx)
+
+    def release(self) -> None:
+        """Free the pass's own GL objects: vertex arrays, framebuffers, weight textures."""
+        for obj in (self.vao, self.fbo, *(tex for _, tex in self.weights), self.copies,
+                    *((self.unblock.vao, self.unblock.fbo) if self.unblock else ())):
+            if obj is not None:
+                obj.release()
 
 
 class Compiler:
@@ -162,6 +173,8 @@ class Compiler:
 
     def make_pass(self, op: Op, weight_data: dict[str, np.ndarray]) -> Pass:
         name = op.node.name
+        if self.plan.copies(op):
+            return self.copy_pass(op)
         blocking, blocked = self.plan.blocking.get(name), self.plan.blocked_tensors
         source = blocked.get(op.node.inputs[0]) if op.node.inputs else None
         program = self.ctx.program(op.shader, self.plan.defines(op, blocked), name)
@@ -207,6 +220,18 @@ class Compiler:
         unblock = self.make_unblock(name, blocking, fbo)
         mrt = layer_framebuffer(self.ctx, unblock.targets, blocking.targets, blocking.size)
         return Pass(op, program, vao, mrt, inputs, weights, uniforms, unblock, **buffer)
+
+    def copy_pass(self, op: Op) -> Pass:
+        """The pass of an op that runs as copies of texel rectangles (Plan.copies), clearing
+        its output atlas's cells past the last slice."""
+        atlas = Atlas.of(self.shapes[op.node.name])
+        row_end = atlas.slices % atlas.cols * atlas.width  # where the last row's tiles end
+        clears = [(row_end, (atlas.rows - 1) * atlas.height, atlas.size[0] - row_end,
+                   atlas.height)] if row_end else []
+        copies = TileCopies(self.ctx, list(op.node.inputs), op.tile_copies(), clears)
+        inputs = list(zip(op.all_samplers(), op.node.inputs))
+        return Pass(op, None, None, self.framebuffer(op.node.name), inputs, [], {},
+                    copies=copies)
 
     def input_buffer(self, texture: moderngl.Texture) -> BufferTexture:
         """The buffer texture that `texture` is copied into for the passes reading it as an

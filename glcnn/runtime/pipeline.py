@@ -373,13 +373,7 @@ class Pipeline(Views):
         self.released = True
         self.ctx.park()
         for p in self.passes:
-            p.vao.release()
-            p.fbo.release()
-            for _, tex in p.weights:
-                tex.release()
-            if p.unblock is not None:
-                p.unblock.vao.release()
-                p.unblock.fbo.release()
+            p.release()
         for array in self._scratch.values():
             array.release()
         self._scratch.clear()

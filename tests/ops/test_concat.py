@@ -1,6 +1,7 @@
 """Concat: on the channel axis the GPU against glcnn.graph.reference for any channel counts
 (slices straddling inputs); along H and W against np.concatenate (fp32, fp16, u8); the reference
-against torch.cat; the variant choice; refusals."""
+against torch.cat; the variant choice; which concats run as tile copies, and that those leave
+the whole output atlas as the shader would; refusals."""
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from helpers import PRECISIONS, assert_close, check_op, single_op_graph
 import glcnn
 from glcnn.commands.torch_runner import TorchRunner
 from glcnn.graph import Node, reference
+from glcnn.layout import Atlas
 from glcnn.ops import make_op
 
 # (channel counts of the inputs, H, W, axis)
@@ -57,6 +59,63 @@ def test_aligned_variant_only_when_every_slice_is_whole(channels, aligned):
     op = make_op(Node("Concat", "y", names, {"axis": 1}), _shapes(channels, 2, 2))
     assert ("ALIGNED" in op.defines()) == aligned
     assert op.uniforms()["u_end"] == tuple(np.cumsum(channels))
+
+
+# (input shapes, axis, precision, whether the pipeline copies tiles instead of drawing)
+COPIES = [
+    ([(4, 3, 5), (8, 3, 5)], 1, "fp32", True),
+    ([(8, 2, 7), (4, 2, 7), (5, 2, 7)], 1, "fp16", True),  # the last part's spare lanes
+    ([(5, 3, 5), (4, 3, 5)], 1, "fp32", False),  # slice 1 mixes both inputs
+    ([(13, 3, 5), (13, 1, 5)], 2, "fp32", True),
+    ([(3, 2, 9), (3, 2, 4)], 3, "fp16", True),
+    ([(4, 3, 5), (8, 3, 5)], 1, "u8", False),  # each tensor has its own ranges
+]
+
+
+@pytest.mark.parametrize(("shapes", "axis", "precision", "copies"), COPIES)
+def test_concat_of_whole_texels_runs_as_tile_copies(ctx, shapes, axis, precision, copies):
+    """Tile copies where every output texel is one input texel, and then the output texture's
+    atlas is exactly what the drawn shader writes, its empty cells zero even when the texture
+    held other values before (the pipeline recycles textures)."""
+    graph = single_op_graph("Concat", {"axis": axis}, shapes)
+    rng = np.random.default_rng(1)
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in graph.inputs.items()}
+    if precision == "u8":
+        glcnn.calibrate(graph, [feeds], ctx)
+    with glcnn.Pipeline(graph, ctx, precision=precision, keep="all") as pipe:
+        assert (pipe.passes[0].copies is not None) == copies
+        assert (pipe.passes[0].program is None) == copies
+        out = pipe.texture("y")
+        dtype = {"f4": np.float32, "f2": np.float16, "f1": np.uint8}[out.dtype]
+        out.write(np.full((out.height, out.width, 4), 7, dtype))  # stale values
+        y = pipe.run(feeds)
+        stored = [pipe.read(name) for name in graph.inputs]
+        texels = np.frombuffer(out.read(), dtype)
+    assert_close(y, np.concatenate([x[None] for x in stored], axis=axis)[0], precision,
+                 f"Concat {shapes} axis={axis}")
+    if precision != "u8":
+        width, height = Atlas.of(y.shape).size
+        atlas = texels.reshape(out.height, out.width, 4)[:height, :width]
+        np.testing.assert_array_equal(atlas, glcnn.layout.pack(y).astype(atlas.dtype))
+
+
+def test_tile_copies_merge_neighbouring_tiles():
+    """Two 64-channel 8×8 inputs into a 128-channel atlas (6 columns of tiles): tiles next to
+    each other in both atlases are one rectangle; every output slice is covered once."""
+    op = make_op(Node("Concat", "y", ["a", "b"], {"axis": 1}), [(64, 8, 8), (64, 8, 8)])
+    rects = op.tile_copies()
+    assert rects[:2] == [(0, 0, 0, 0, 0, 32, 8), (0, 0, 8, 32, 0, 16, 8)]
+    covered = np.zeros((6 * 8, 6 * 8), int)
+    for _, _, _, dx, dy, w, h in rects:
+        covered[dy:dy + h, dx:dx + w] += 1
+    assert covered.sum() == 32 * 64 and covered.max() == 1
+    assert covered[40:, 16:].sum() == 0  # slices 32-35: the atlas's empty cells
+
+
+def test_fused_epilogue_keeps_the_shader():
+    op = make_op(Node("Concat", "y", ["a", "b"], {"axis": 1, "activation": {"op": "Relu"}}),
+                 [(4, 2, 2), (4, 2, 2)])
+    assert op.tile_copies() is None
 
 
 # (input shapes, axis) along H or W: the other two axes agree.
