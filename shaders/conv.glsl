@@ -34,7 +34,7 @@ ivec3 taps(int o, int k, int pad, int stride, int dilation, int size) {
 #define SRC_PER_TAP u_dilation
 #define SRC_PER_PIXEL u_stride
 
-#if defined(BLOCKED_OUTPUT) && defined(WIDE_INPUT)
+#ifdef SHARE_COLUMNS
 // Column pairing (conv_block_columns.glsl): pixel jx reads columns
 // ix0 + jx * STRIDE_X + kx * DILATION_X.
 #define NW KW

@@ -7,9 +7,9 @@
 // neighbouring inputs. The loops visit the union of the block's taps; a pixel whose source lies
 // outside the input reads zero.
 // Included by conv.glsl and conv_transpose.glsl after their source(), taps(), SRC_PER_TAP,
-// SRC_PER_PIXEL and (WIDE_INPUT) column pairing. The input is read through
-// conv_block_input.glsl; compute_block() is conv_block_columns.glsl's with WIDE_INPUT (several
-// input slices per group), else conv_block_taps.glsl's.
+// SRC_PER_PIXEL and (SHARE_COLUMNS) column pairing. The input is read through
+// conv_block_input.glsl; compute_block() is conv_block_columns.glsl's with SHARE_COLUMNS (several
+// input slices per group, or depthwise: conv_defines.glsl), else conv_block_taps.glsl's.
 
 #include "conv_block_input.glsl"
 
@@ -67,7 +67,7 @@ WEIGHTS gated(WEIGHTS w, vec4 g) {
 #endif
 }
 
-#ifdef WIDE_INPUT
+#ifdef SHARE_COLUMNS
 #include "conv_block_columns.glsl"
 #else
 #include "conv_block_taps.glsl"

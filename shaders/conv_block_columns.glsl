@@ -1,11 +1,12 @@
-// conv_block_columns.glsl - compute_block() with column sharing (conv_block.glsl; WIDE_INPUT).
+// conv_block_columns.glsl - compute_block() with column sharing (conv_block.glsl; SHARE_COLUMNS).
 // Along x a block reads SPAN_X input columns, most of them shared by several (pixel, kernel
 // column) pairs; each is fetched once per input slice and kernel row and feeds every pair that
 // reads it. NW weight taps per kernel row are loaded once; pair_tap(m, jx) names the tap by
 // which pixel jx reads column m (-1: none). NW, SPAN_X, first_column, tap_column and pair_tap
 // come from conv.glsl or conv_transpose.glsl. The constant loops unroll, so the pairing is
 // resolved at compile time. (Measured on llvmpipe: 1.2-1.4x faster than the tap loop of
-// conv_block_taps.glsl from two input slices on; with one, the tap loop is faster.)
+// conv_block_taps.glsl from two input slices on; with one, the tap loop is faster, but for a
+// depthwise conv, whose weight fetches feed few multiply-adds either way.)
 
 void compute_block(int slice, int oy, int ox) {
     int first_slice = begin_block(slice);

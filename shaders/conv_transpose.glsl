@@ -43,7 +43,7 @@ ivec3 taps(int o, int k, int pad, int stride, int dilation, int size) {
 #define SRC_PER_TAP ivec2(-1)
 #define SRC_PER_PIXEL ivec2(1)
 
-#if defined(BLOCKED_OUTPUT) && defined(WIDE_INPUT)
+#ifdef SHARE_COLUMNS
 // Column pairing (conv_block_columns.glsl): pixels STRIDE_X apart (one stride phase) read,
 // through the phase's taps kx = phase + STRIDE_X * t, columns base - t + jx. NW counts the
 // taps of the largest phase; a phase with fewer gets zero weights.

@@ -213,8 +213,10 @@ class _ConvBase(Op):
         # Blocking saves weight fetches but adds a copy pass that reads every render target
         # per output pixel: below BLOCK_MIN_WORK multiply-adds per output (a 3×3 depthwise
         # conv, a 1×1 conv from 8 channels) the copy costs as much as it saves (measured on
-        # llvmpipe: 1×1 convs from 16/24 channels 1.5/1.9× faster blocked, 3×3 depthwise
-        # 1.1× slower).
+        # llvmpipe: 1×1 convs from 16/24 channels 1.5/1.9× faster blocked). A blocked 3×3
+        # depthwise conv, sharing input columns (conv_defines.glsl SHARE_COLUMNS), was 0.75-0.99×
+        # the direct time alone at stride 1 from 48 channels, 1.04-1.23× at stride 2, but left
+        # MobileNetV2 and PP-OCRv4 within 2 % (same-process A/B), for more programs to compile.
         # A 1×1 input (a DCGAN's first layer: a dense layer in disguise) gives the pixels of a
         # block different taps of one input texel: nothing to share.
         if self.variant() not in ("DENSE", "DEPTHWISE") or self.work() < BLOCK_MIN_WORK:

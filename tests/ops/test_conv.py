@@ -106,6 +106,9 @@ NAMED += [
     (ConvCase(C, 8, 8, k=(3, 3), s=(3, 3), pads=(2, 0, 1, 2), hw=(13, 11)), "DENSE"),
     (ConvCase(C, 12, 12, k=(7, 7), group=12, s=(2, 2), pads=(3, 3, 3, 3), hw=(9, 17)),
      "DEPTHWISE"),
+    (ConvCase(C, 50, 50, k=(5, 5), group=50, pads=(2, 0, 1, 2), hw=(7, 37)), "DEPTHWISE"),
+    (ConvCase(C, 52, 52, k=(5, 5), group=52, pads=(2, 2, 2, 2), d=(1, 2), hw=(5, 9)),
+     "DEPTHWISE"),
     (ConvCase(C, 8, 8, k=(3, 3), s=(1, 2), d=(2, 2), pads=(2, 1, 2, 1), hw=(9, 10)), "DENSE"),
     (ConvCase(C, 16, 8, k=(1, 1), hw=(6, 11)), "DENSE"),
     (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(3, 37)), "DENSE"),  # wide: 1×8 blocks
@@ -206,6 +209,7 @@ def check_u8(ctx, case, strategy):
     (ConvCase(C, 8, 8, hw=(9, 9)), True),
     (ConvCase(C, 8, 8, k=(7, 7), group=8, hw=(9, 9)), True),
     (ConvCase(C, 8, 8, group=8, hw=(9, 9)), False),  # 3×3 depthwise: too little work per pixel
+    (ConvCase(C, 8, 8, k=(5, 5), group=8, hw=(9, 9)), True),  # 5×5: shares input columns
     (ConvCase(T, 8, 8, s=(2, 2), hw=(9, 9)), True),
     (ConvCase(C, 8, 8, k=(1, 1), hw=(1, 1)), False),  # one output pixel: nothing to block
     (ConvCase(T, 16, 8, k=(4, 4), hw=(1, 1)), False),  # 1×1 input: a dense layer
