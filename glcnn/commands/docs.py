@@ -69,7 +69,9 @@ NOTES = {
     "GemmGradWeight": "training: dL/dW of a Gemm in its weight layout (dY ⊗ x)",
     "GemmGradInput": "training: dL/dx = Wᵀ dY of a Gemm, reading its live weight layout",
     "Pad": "H/W only; constant, reflect, edge, wrap; negative pads crop",
-    "Concat": "axis C (1–8 inputs of any channel counts), H or W (whole texels)",
+    "Concat": "axis C (1–8 inputs of any channel counts), H or W (whole texels); copies of "
+              "tiles instead of the shader where every output texel is one input texel (fp32, "
+              "fp16)",
     "Rearrange": "internal: any element gather (reshape across layouts, rank-3/5/6 transpose, "
                  "strided slice, gather, expand); made by the ONNX importer",
     "DepthToSpace": "pixel shuffle, DCR (ONNX) and CRD (PyTorch PixelShuffle)",
