@@ -116,7 +116,35 @@ class Resize(Op):
         return (self.in_shapes[0][0], *self.size)
 
     def defines(self):
-        return {self.mode.upper(): 1}
+        factors = self.integer_upscale()
+        if factors is None:
+            return {self.mode.upper(): 1}
+        return {"NEAREST": 1, "UPSCALE_Y": factors[0], "UPSCALE_X": factors[1]}
+
+    def integer_upscale(self) -> tuple[int, int] | None:
+        """(ky, kx) when nearest output pixel (y, x) reads input (y div ky, x div kx) for every
+        output pixel (a nearest upscale by whole factors, whatever the coordinate mode agrees
+        to it), so the shader computes its source instead of reading the u_coords table; else
+        None."""
+        if self.mode != "nearest":
+            return None
+        if getattr(self, "_upscale", False) is not False:  # computed once per op
+            return self._upscale
+        self._upscale = self._whole_factors()
+        return self._upscale
+
+    def _whole_factors(self) -> tuple[int, int] | None:
+        table = self.textures()["u_coords"]
+        factors = []
+        for row, axis in ((1, 0), (0, 1)):
+            n_in, n_out = self.in_shapes[0][1 + axis], self.size[axis]
+            if n_out % n_in:
+                return None
+            k = n_out // n_in
+            if not np.array_equal(table[row, :n_out, 0], np.arange(n_out) // k):
+                return None
+            factors.append(k)
+        return tuple(factors)
 
     def textures(self):
         """u_coords: row 0 for output columns, row 1 for output rows; texels (i0, i1, t, 0)."""

@@ -317,7 +317,7 @@ class PoolGrad(_InputGrad):
     forwards = ("MaxPool", "AveragePool")
 
     def defines(self):
-        return self.fwd.defines()
+        return {self.fwd.mode.upper(): 1}  # the forward's, but for its whole-factor form
 
     def uniforms(self):
         return self.fwd.uniforms()

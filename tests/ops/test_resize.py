@@ -37,7 +37,33 @@ CASES = [
       "coordinate_transformation_mode": "half_pixel_symmetric"}, (5, 5, 8),
      "linear-c5-halfpixelsymmetric"),
     ({"sizes": [1, 5, 4, 6], "mode": "linear"}, (5, 1, 1), "linear-c5-1x1-nchw-sizes"),
+    ({"scales": [4.0, 3.0], "coordinate_transformation_mode": "asymmetric",
+      "nearest_mode": "floor"}, (9, 5, 7), "nearest-c9-x4x3-asymmetric-floor"),
+    ({"sizes": [12, 14], "coordinate_transformation_mode": "align_corners"}, (6, 4, 7),
+     "nearest-c6-x3x2-aligncorners"),
 ]
+
+# Nearest upscales by whole factors compute their source (UPSCALE_Y, UPSCALE_X in
+# shaders/resize.glsl) where every output pixel (y, x) reads input (y div ky, x div kx); the GPU
+# runs of those cases above compare them with the reference.
+UPSCALES = [
+    ({"scales": [2.0, 2.0]}, (5, 3, 4), (2, 2)),
+    ({"scales": [4.0, 3.0], "coordinate_transformation_mode": "asymmetric",
+      "nearest_mode": "floor"}, (9, 5, 7), (4, 3)),
+    ({"scales": [1, 1, 3.0, 2.0]}, (3, 1, 1), (3, 2)),
+    ({"sizes": [12, 14], "coordinate_transformation_mode": "align_corners"}, (6, 4, 7), None),
+    ({"scales": [2.0, 2.0], "coordinate_transformation_mode": "tf_half_pixel_for_nn"},
+     (2, 4, 4), None),  # reads input (y + 1) div 2
+    ({"scales": [2.0, 2.0], "mode": "linear"}, (5, 3, 4), None),
+    ({"scales": [0.5, 0.5]}, (3, 8, 6), None),
+]
+
+
+@pytest.mark.parametrize(("attrs", "shape", "factors"), UPSCALES)
+def test_whole_factor_upscales_compute_their_source(attrs, shape, factors):
+    op = make_op(Node("Resize", "y", ["x"], attrs), [shape])
+    assert op.integer_upscale() == factors
+    assert ("UPSCALE_X" in op.defines()) == (factors is not None)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)
