@@ -317,7 +317,7 @@ class PoolGrad(_InputGrad):
     forwards = ("MaxPool", "AveragePool")
 
     def defines(self):
-        return {self.fwd.mode.upper(): 1}  # the forward's, but for its whole-factor form
+        return self.fwd.defines()
 
     def uniforms(self):
         return self.fwd.uniforms()
@@ -342,7 +342,7 @@ class ResizeGrad(_InputGrad):
     forwards = ("Resize", "Upsample")
 
     def defines(self):
-        return self.fwd.defines()
+        return {self.fwd.mode.upper(): 1}  # the forward's, but for its whole-factor form
 
     def textures(self):
         coords = self.fwd.textures()["u_coords"]
