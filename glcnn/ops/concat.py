@@ -22,6 +22,7 @@ running the shader (glcnn.runtime.plan.Plan.copies: no shader samples, no switch
 inputs, which a SIMD rasteriser runs in full for every texel).
 """
 
+import functools
 import itertools
 
 from ..errors import ShapeError, UnsupportedOpError
@@ -77,6 +78,10 @@ class Concat(Op):
         texel mixes inputs (an input before the last with C % 4 != 0 on the channel axis) or
         the op has a fused epilogue. The rectangles cover every slice of the output (tiles
         past the last slice are the output atlas's empty cells)."""
+        return self._tile_copies
+
+    @functools.cached_property
+    def _tile_copies(self):  # asked for by the plan and the compiler: made once
         if any(self.node.attrs.get(a) for a in EPILOGUE_ATTRS) or \
                 "ALIGNED" not in self.defines() and self.axis == 0:
             return None
@@ -85,16 +90,14 @@ class Concat(Op):
             src = Atlas.of(part)
             for s in range(src.slices):
                 d = s + offset // 4 if self.axis == 0 else s  # the output slice
-                dx, dy = d % out.cols * out.width, d // out.cols * out.height
-                dy, dx = (dy + offset, dx) if self.axis == 1 else \
-                    (dy, dx + offset) if self.axis == 2 else (dy, dx)
-                rect = (i, s % src.cols * src.width, s // src.cols * src.height, dx, dy,
-                        src.width, src.height)
+                dx = d % out.cols * out.width + (offset if self.axis == 2 else 0)
+                dy = d // out.cols * out.height + (offset if self.axis == 1 else 0)
+                sx, sy = s % src.cols * src.width, s // src.cols * src.height
                 last = rects[-1] if rects else None
-                if last and last[0] == i and last[2] == rect[2] and last[4] == rect[4] and \
-                        last[1] + last[5] == rect[1] and last[3] + last[5] == rect[3]:
-                    rects[-1] = (*last[:5], last[5] + rect[5], last[6])  # the next tile in a row
+                if last and (last[0], last[2], last[4]) == (i, sy, dy) and \
+                        (last[1] + last[5], last[3] + last[5]) == (sx, dx):
+                    rects[-1] = (*last[:5], last[5] + src.width, last[6])  # the next tile in a row
                 else:
-                    rects.append(rect)
+                    rects.append((i, sx, sy, dx, dy, src.width, src.height))
             offset += part[self.axis]
         return rects

@@ -41,6 +41,7 @@ spec's ties (e.g. x = 2.5 when downscaling by 2) round as written rather than as
 noise falls, and are uploaded as the u_coords table read by shaders/resize.glsl.
 """
 
+import functools
 import math
 from fractions import Fraction
 
@@ -126,14 +127,10 @@ class Resize(Op):
         output pixel (a nearest upscale by whole factors, whatever the coordinate mode agrees
         to it), so the shader computes its source instead of reading the u_coords table; else
         None."""
-        if self.mode != "nearest":
-            return None
-        if getattr(self, "_upscale", False) is not False:  # computed once per op
-            return self._upscale
-        self._upscale = self._whole_factors()
-        return self._upscale
+        return self._whole_factors if self.mode == "nearest" else None
 
-    def _whole_factors(self) -> tuple[int, int] | None:
+    @functools.cached_property
+    def _whole_factors(self) -> tuple[int, int] | None:  # the exact table built once per op
         table = self.textures()["u_coords"]
         factors = []
         for row, axis in ((1, 0), (0, 1)):
