@@ -250,38 +250,21 @@ void main() {
     ivec2 q = p - cell * ivec2(u_block.w, u_block.x);  // blocked (col, row) within the tile
     q.y += (band_index - slice * u_bands.x) * u_block.x;
     if (slice >= (u_out.x + 3) / 4 || q.x >= u_block.y || q.y >= u_bands.y) {
-        for (int j = 0; j < BLOCK; ++j) block_acc[j] = vec4(0.0);
+#for j < BLOCK unroll 8
+        block_acc[j] = vec4(0.0);
+#endfor
     } else {
         ivec2 o = q / BLOCK_STEP * BLOCK_STEP * ivec2(BLOCK_X, BLOCK_Y) + q % BLOCK_STEP;
         compute_block(slice, o.y, o.x);
-        for (int j = 0; j < BLOCK; ++j) {
-            ivec2 at = o + BLOCK_STEP * ivec2(j % BLOCK_X, j / BLOCK_X);
-            block_acc[j] = epilogue(block_acc[j], slice, at.y, at.x);
-        }
+#for j < BLOCK unroll 8
+        ivec2 at = o + BLOCK_STEP * ivec2(j % BLOCK_X, j / BLOCK_X);
+        block_acc[j] = epilogue(block_acc[j], slice, at.y, at.x);
+#endfor
     }
-    // Outputs indexed by constants only: some drivers (and GLSL ES) allow nothing else.
-    frag_block[0] = block_acc[0];
-#if BLOCK > 1
-    frag_block[1] = block_acc[1];
-#endif
-#if BLOCK > 2
-    frag_block[2] = block_acc[2];
-#endif
-#if BLOCK > 3
-    frag_block[3] = block_acc[3];
-#endif
-#if BLOCK > 4
-    frag_block[4] = block_acc[4];
-#endif
-#if BLOCK > 5
-    frag_block[5] = block_acc[5];
-#endif
-#if BLOCK > 6
-    frag_block[6] = block_acc[6];
-#endif
-#if BLOCK > 7
-    frag_block[7] = block_acc[7];
-#endif
+    // Outputs indexed by constants only (#for): some drivers (and GLSL ES) allow nothing else.
+#for j < BLOCK unroll 8
+    frag_block[j] = block_acc[j];
+#endfor
 }
 #elif !defined(CUSTOM_MAIN)
 vec4 compute(int slice, int y, int x);

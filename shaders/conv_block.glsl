@@ -36,7 +36,9 @@ int begin_block(int slice) {
     input_texel_size = 1.0 / vec2(textureSize(u_input, 0).xy);
 #endif
     vec4 bias = channel_params(u_params, slice, 0);
-    for (int j = 0; j < BLOCK; ++j) block_acc[j] = bias;
+#for j < BLOCK unroll 8
+    block_acc[j] = bias;
+#endfor
 #ifdef DENSE
     return div_floor(4 * slice, u_cog) * u_cg / 4;  // first input slice of the group
 #else

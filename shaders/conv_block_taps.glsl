@@ -15,15 +15,14 @@ void compute_block(int slice, int oy, int ox) {
             INPUT_AXIS column[BLOCK], row[BLOCK];  // where each pixel's source lies in a tile
             int layer[BLOCK];  // and its layer (BLOCKED_INPUT; else 0)
             bool inside[BLOCK];
-            for (int j = 0; j < BLOCK; ++j) {
-                ivec2 at = ivec2(ix, iy) + ivec2(j % BLOCK_X, j / BLOCK_X) * SRC_PER_PIXEL;
-                inside[j] = uint(at.x) < uint(u_input_shape.z) &&
-                            uint(at.y) < uint(u_input_shape.y);
-                int column_layer, row_layer;
-                column[j] = column_at(at.x, column_layer);
-                row[j] = row_at(at.y, row_layer);
-                layer[j] = row_layer + column_layer;
-            }
+#for j < BLOCK unroll 8
+            ivec2 at = ivec2(ix, iy) + ivec2(j % BLOCK_X, j / BLOCK_X) * SRC_PER_PIXEL;
+            inside[j] = uint(at.x) < uint(u_input_shape.z) && uint(at.y) < uint(u_input_shape.y);
+            int column_layer, row_layer;
+            column[j] = column_at(at.x, column_layer);
+            row[j] = row_at(at.y, row_layer);
+            layer[j] = row_layer + column_layer;
+#endfor
             WEIGHTS_ROW w_at = tap_row(slice, ky);
             ivec2 origin = first_origin;
             int s = first_slice;
@@ -31,11 +30,11 @@ void compute_block(int slice, int oy, int ox) {
                 INPUT_TILE tile = tile_at(origin);
                 mat2x4 range = storage_range(u_input_shape, s);
                 WEIGHTS w = gated(tap_weights(w_at, slice, c, kx), input_gate(s));  // for every pixel
-                for (int j = 0; j < BLOCK; ++j) {
-                    vec4 stored = input_sample(tile, column[j], row[j], layer[j]);
-                    vec4 x = input_activation(decode_with(stored, range));
-                    block_acc[j] += w * (inside[j] ? x : vec4(0.0));
-                }
+#for j < BLOCK unroll 8
+                vec4 stored = input_sample(tile, column[j], row[j], layer[j]);
+                vec4 x = input_activation(decode_with(stored, range));
+                block_acc[j] += w * (inside[j] ? x : vec4(0.0));
+#endfor
             }
         }
     }

@@ -16,6 +16,15 @@ alone names the file and the line (the source-string number of `#line N S` is no
 drivers differ in reporting it); a comment `// file NAME` before each file's first `#line`
 lets `excerpt` name the file.
 
+Unrolled loops: the lines between `#for NAME < BOUND unroll N` and `#endfor` are written out
+N times, copy k as `{ const int NAME = k; ... }` under `#if k < (BOUND)`, then once as a
+`for` loop from N to BOUND under `#if N < (BOUND)`. BOUND is a preprocessor expression of the
+program's defines, so the driver's preprocessor drops the copies past it, and NAME is a
+constant in every copy it keeps: arrays indexed by it stay in registers on every driver,
+whatever its loop-unrolling heuristics (Mesa 25's llvmpipe kept a blocked conv's loops and
+spilled its arrays to memory: 10x slower). Each copy starts with the `#line` of its first
+line. A body holds no #include, break or continue, and its #if groups are balanced.
+
     #version 330 core
     #define CG 4
     ...
@@ -48,6 +57,10 @@ _DEFINE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([A-Za-z0-9_.-]+)"[ \t]*$')
 _INCLUDE_LIKE = re.compile(r"^[ \t]*#[ \t]*include\b")
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)")
+_FOR = re.compile(r"^[ \t]*#[ \t]*for[ \t]+([A-Za-z_]\w*)[ \t]*<[ \t]*(.+?)[ \t]+unroll[ \t]+"
+                  r"(\d+)[ \t]*$")
+_FOR_LIKE = re.compile(r"^[ \t]*#[ \t]*(for|endfor)\b")
+_JUMP = re.compile(r"\b(break|continue)\b")
 _FILE_MARK = re.compile(r"^// file (\S+)$")
 _LINE = re.compile(r"^#line (\d+)$")
 # Where a driver message names a line: Mesa "0:49(22): error", NVIDIA "0(49) : error",
@@ -129,7 +142,16 @@ class _Splicer:
         base = self.numbers[name] * LINES_PER_FILE
         self.out += [f"// file {name}", f"#line {base + 1}"]
         groups: list[bool] = []  # per open #if: whether its current branch holds added lines
+        skip_to = 0  # lines before it belong to a #for already written out
         for n, text in enumerate(lines, 1):
+            if n < skip_to:
+                continue
+            if _FOR_LIKE.match(text):
+                end = _Unroller(name, base, lines).write(n, self.out)
+                skip_to = end + 1
+                self.out.append(f"#line {base + end + 1}")
+                groups[:] = [True] * len(groups)
+                continue
             included = self._include(name, n, text)
             if included is None:
                 self.out.append(text)
@@ -175,6 +197,81 @@ class _Splicer:
         elif word == "endif" and groups:
             return groups.pop()
         return False
+
+
+class _Unroller:
+    """Writes out the `#for` loops of one file (module docstring, "Unrolled loops")."""
+
+    def __init__(self, name: str, base: int, lines: list[str]):
+        self.name, self.base, self.lines = name, base, lines
+
+    def write(self, first: int, out: list[str]) -> int:
+        """Append the expansion of the `#for` on line `first` (1-based) to `out`; returns the
+        line of its `#endfor`."""
+        match = _FOR.match(self.lines[first - 1])
+        if _FOR_LIKE.match(self.lines[first - 1])[1] == "endfor":
+            self._refuse(first, "#endfor without #for")
+        if match is None:
+            self._refuse(first, "expected '#for NAME < BOUND unroll N' (N copies, then a loop)")
+        var, bound, copies = match[1], match[2], int(match[3])
+        last = self._end(first)
+        out.append(f"// {self.lines[first - 1].strip()}: {copies} copies, then a loop")
+        for k in range(copies):
+            out += [f"#if {k} < ({bound})", f"{{ const int {var} = {k};"]
+            self._body(first, last, out)
+            out += ["}", "#endif"]
+        out += [f"#if {copies} < ({bound})"]
+        self._loop(first, last, copies, out)
+        out.append("#endif")
+        return last
+
+    def _loop(self, first: int, last: int, start: int | str, out: list[str]) -> None:
+        """The `#for` on line `first` as a plain loop from `start`, nested ones too: the rare
+        iterations past the copies need no copies of their own."""
+        var, bound = _FOR.match(self.lines[first - 1]).group(1, 2)
+        out.append(f"for (int {var} = {start}; {var} < ({bound}); ++{var}) {{")
+        self._body(first, last, out, plain=True)
+        out.append("}")
+
+    def _body(self, first: int, last: int, out: list[str], plain: bool = False) -> None:
+        """Lines first+1 .. last-1, starting with their #line; nested #for written out, or
+        as plain loops."""
+        out.append(f"#line {self.base + first + 1}")
+        n = first + 1
+        while n < last:
+            if _FOR_LIKE.match(self.lines[n - 1]):
+                end = self._end(n)
+                if plain:
+                    self._loop(n, end, 0, out)
+                else:
+                    self.write(n, out)
+                n = end + 1
+                out.append(f"#line {self.base + n}")
+            else:
+                out.append(self.lines[n - 1])
+                n += 1
+
+    def _end(self, first: int) -> int:
+        """The line of the `#endfor` closing the `#for` on line `first`, after checking the
+        body (no #include, break or continue; balanced #if groups)."""
+        depth, ifs = 0, 0
+        for n in range(first + 1, len(self.lines) + 1):
+            text = self.lines[n - 1]
+            loop, directive = _FOR_LIKE.match(text), _DIRECTIVE.match(text)
+            word = directive[1] if directive else ""
+            if loop and loop[1] == "endfor" and depth == 0:
+                if ifs:
+                    self._refuse(first, "#if groups in its body are not closed")
+                return n
+            depth += 1 if loop and loop[1] == "for" else -1 if loop else 0
+            ifs += 1 if word in ("if", "ifdef", "ifndef") else -1 if word == "endif" else 0
+            if ifs < 0 or _INCLUDE_LIKE.match(text) or _JUMP.search(text.split("//")[0]):
+                self._refuse(n, "a #for body holds no #include, break, continue or unopened "
+                                "#endif")
+        self._refuse(first, "#for without #endfor")
+
+    def _refuse(self, line: int, why: str):
+        raise GlcnnError(f"shader {self.name}:{line}: {self.lines[line - 1].strip()!r}: {why}")
 
 
 def excerpt(source: str, message: str, around: int = 2) -> str:

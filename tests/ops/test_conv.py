@@ -113,6 +113,9 @@ NAMED += [
     (ConvCase(C, 16, 8, k=(1, 1), hw=(6, 11)), "DENSE"),
     (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(3, 37)), "DENSE"),  # wide: 1×8 blocks
     (ConvCase(C, 8, 12, s=(2, 2), pads=(1, 1, 1, 1), hw=(4, 70)), "DENSE"),
+    # 1×8 blocks reading 34 input columns through 13 taps: past the unrolled copies of
+    # conv_block_columns.glsl's #for loops (24 columns, 12 taps), into their remainder loops.
+    (ConvCase(C, 8, 8, k=(1, 13), s=(1, 3), pads=(0, 6, 0, 6), hw=(3, 96)), "DENSE"),
     (ConvCase(T, 16, 8, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(8, 8)), "DENSE"),
     (ConvCase(T, 8, 4, k=(3, 3), s=(2, 2), pads=(1, 1, 1, 1), out_pad=(1, 1), hw=(5, 3)), "DENSE"),
     (ConvCase(T, 4, 8, k=(5, 5), s=(3, 3), pads=(2, 1, 0, 2), out_pad=(2, 0), hw=(4, 6)), "DENSE"),

@@ -141,6 +141,8 @@ def test_driver_is_the_one_asked_for(ctx):
         assert gallium in ctx.renderer.lower(), (gallium, ctx.renderer)
     if os.environ.get("MESA_GL_VERSION_OVERRIDE"):
         assert ctx.version.startswith(os.environ["MESA_GL_VERSION_OVERRIDE"]), ctx.version
+    if os.environ.get("GLCNN_EXPECT_MESA"):
+        assert f"Mesa {os.environ['GLCNN_EXPECT_MESA']}" in ctx.version, ctx.version
     for item in filter(None, os.environ.get("GLCNN_GL_LIMITS", "").split(",")):
         name, value = item.split("=")
         assert ctx.limit(name) <= int(value), (name, ctx.limit(name))

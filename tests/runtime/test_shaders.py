@@ -135,6 +135,55 @@ def test_driver_lines_stay_right_after_a_conditional_include(ctx, fake_files, de
         excerpt(source, _driver_message(ctx, source))
 
 
+def test_for_is_written_out_as_constant_copies_then_a_loop(fake_files):
+    fake_files |= {"a.glsl": "x\n#for j < N unroll 2\n  b(j);\n#endfor\ny"}
+    body = _body(build_source("a.glsl", {"N": 3}))
+    assert body[body.index("// file a.glsl"):] == [
+        "// file a.glsl", "#line 1", "x",
+        "// #for j < N unroll 2: 2 copies, then a loop",
+        "#if 0 < (N)", "{ const int j = 0;", "#line 3", "  b(j);", "}", "#endif",
+        "#if 1 < (N)", "{ const int j = 1;", "#line 3", "  b(j);", "}", "#endif",
+        "#if 2 < (N)", "for (int j = 2; j < (N); ++j) {", "#line 3", "  b(j);", "}", "#endif",
+        "#line 5", "y"]
+
+
+def test_a_nested_for_is_copied_in_each_copy_and_a_plain_loop_in_the_rest(fake_files):
+    fake_files |= {"a.glsl": "#for i < A unroll 1\n#for j < B unroll 1\nb(i, j);\n#endfor\n"
+                             "#endfor"}
+    body = _body(build_source("a.glsl", {}))
+    copy = body[body.index("{ const int i = 0;"):body.index("#if 1 < (A)")]
+    assert "{ const int j = 0;" in copy and "for (int j = 1; j < (B); ++j) {" in copy
+    rest = body[body.index("for (int i = 1; i < (A); ++i) {"):]
+    assert "for (int j = 0; j < (B); ++j) {" in rest and "{ const int j = 0;" not in rest
+
+
+@pytest.mark.parametrize("text, line, why", [
+    ("a\n#for j < N unroll 2\nb", 2, "#for without #endfor"),
+    ("a\n#endfor", 2, "#endfor without #for"),
+    ("#for j < N\nb\n#endfor", 1, "expected '#for NAME < BOUND unroll N'"),
+    ("#for j < N unroll 2\n  if (j > 1) break;\n#endfor", 2, "no #include, break, continue"),
+    ("#for j < N unroll 2\n#include \"b.glsl\"\n#endfor", 2, "no #include"),
+    ("#for j < N unroll 2\n#endif\n#endfor", 2, "unopened #endif"),
+    ("#for j < N unroll 2\n#ifdef X\nb\n#endfor", 1, "#if groups in its body are not closed"),
+])
+def test_a_malformed_for_names_the_file_and_line(fake_files, text, line, why):
+    fake_files |= {"a.glsl": text, "b.glsl": "b1"}
+    with pytest.raises(GlcnnError, match=rf"^shader a\.glsl:{line}: .*{re.escape(why)}"):
+        build_source("a.glsl", {})
+
+
+@pytest.mark.parametrize("error_in, line", [("body", 4), ("after", 6)])
+def test_driver_lines_stay_right_in_and_after_a_for(ctx, fake_files, error_in, line):
+    body, after = ("v[j] += undeclared_here;", "return v;") if error_in == "body" else \
+        ("v[j] += 1.0;", "return v + undeclared_here;")
+    fake_files |= COMMON_INCLUDES | {"common.glsl": COMMON,
+                   "a.glsl": "vec4 compute(int slice, int y, int x) {\n    vec4 v = vec4(0.0);\n"
+                             f"#for j < 3 unroll 2\n    {body}\n#endfor\n    {after}\n}}"}
+    source = build_source("a.glsl", {})
+    assert f"> a.glsl:{line} |     {body if error_in == 'body' else after}" in \
+        excerpt(source, _driver_message(ctx, source))
+
+
 CONV = {"KH": 3, "KW": 3, "DENSE": 1, "CG": 4}
 BLOCKED = {"BLOCKED_OUTPUT": 1, "BLOCK_X": 2, "BLOCK_Y": 2, "BLOCK_STEP": 1, "STRIDE_X": 1,
            "DILATION_X": 1}
