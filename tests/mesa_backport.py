@@ -1,7 +1,9 @@
-"""Mesa 25.0.7's llvmpipe from Debian 12's backports, for the driver matrix
-(tests/runtime/test_drivers.py): the shared libraries of six packages, pinned by SHA-256,
-fetched from deb.debian.org and unpacked under the tests' cache, loaded by `env()` instead of
-the system's Mesa (22.3 on Debian 12). Nothing is installed.
+"""Mesa 25.0.7 from Debian 12's backports, for the driver matrix (tests/runtime/test_drivers.py):
+the shared libraries of seven packages, pinned by SHA-256, fetched from deb.debian.org and
+unpacked under the tests' cache, loaded by `env()` instead of the system's Mesa (22.3 on
+Debian 12). Nothing is installed. Two drivers come from it: its llvmpipe, and zink (OpenGL
+over Vulkan) over lavapipe, its Vulkan rasteriser, which a separate compiler path feeds (GLSL
+to NIR to SPIR-V and back) and which does not come up on Mesa 22.3.
 
 Mesa 25 is what Debian 13, Ubuntu 25.04 and newer give, and its llvmpipe compiles glcnn's
 shaders differently: before glcnn wrote its loops out (shaders.py "Unrolled loops") it kept a
@@ -11,6 +13,7 @@ it. Run as a script, it prints the shell exports that load it (README "Drivers")
 """
 
 import hashlib
+import json
 import os
 import platform
 import shlex
@@ -39,9 +42,13 @@ PACKAGES = {
         "334e2ae389af0e9cb607c2ccfbbf7ae9feb34131ff998550baeffeeae6cda296",
     "pool/main/libd/libdrm/libdrm-intel1_2.4.123-1~bpo12+1_amd64.deb":
         "44a91fb2a2512bcebaf6c8dff3e02c4199763975180cf9e1c53175cb42c629ff",
+    # lavapipe, for zink (needs the system's libvulkan1)
+    "pool/main/m/mesa/mesa-vulkan-drivers_25.0.7-2~bpo12+1_amd64.deb":
+        "3899f1800424c60a05df5d6913076a526ca8fdbabec43672cd397563d1ca3263",
 }
 LIBRARIES = "usr/lib/x86_64-linux-gnu"
 VENDOR = "usr/share/glvnd/egl_vendor.d/50_mesa.json"
+LAVAPIPE = "lavapipe_icd.json"  # written by root(): the package's names a library, not a path
 
 
 class Unavailable(RuntimeError):
@@ -68,7 +75,8 @@ def root() -> Path:
     if why:
         raise Unavailable(why)
     folder = download_dir(f"mesa-{VERSION.replace('~', '_')}")
-    if (folder / VENDOR).is_file() and (folder / "complete").is_file():
+    marker = folder / "complete"  # written last: the pins of what was unpacked
+    if marker.is_file() and marker.read_text() == _pins():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:
@@ -77,16 +85,29 @@ def root() -> Path:
             deb = Path(tmp) / Path(path).name
             deb.write_bytes(_download(MIRROR + path, digest))
             subprocess.run(["dpkg-deb", "-x", str(deb), str(unpacked)], check=True)
-        (unpacked / "complete").write_text(VERSION + "\n")
+        (unpacked / LAVAPIPE).write_text(json.dumps({"file_format_version": "1.0.0", "ICD": {
+            "library_path": str(folder / LIBRARIES / "libvulkan_lvp.so"),
+            "api_version": "1.3.0"}}))
+        (unpacked / marker.name).write_text(_pins())
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(unpacked, folder)
     return folder
 
 
-def env(folder: Path) -> dict[str, str]:
-    """The environment that makes libglvnd's EGL load Mesa from `folder` (root())."""
-    return {"LD_LIBRARY_PATH": str(folder / LIBRARIES),
-            "__EGL_VENDOR_LIBRARY_FILENAMES": str(folder / VENDOR)}
+def env(folder: Path, zink: bool = False) -> dict[str, str]:
+    """The environment that makes libglvnd's EGL load Mesa from `folder` (root()): its
+    llvmpipe, or with `zink` its zink over lavapipe (zink takes a CPU device only when asked
+    for software rendering)."""
+    variables = {"LD_LIBRARY_PATH": str(folder / LIBRARIES),
+                 "__EGL_VENDOR_LIBRARY_FILENAMES": str(folder / VENDOR)}
+    if zink:
+        variables |= {"MESA_LOADER_DRIVER_OVERRIDE": "zink", "LIBGL_ALWAYS_SOFTWARE": "1",
+                      "VK_ICD_FILENAMES": str(folder / LAVAPIPE)}
+    return variables
+
+
+def _pins() -> str:
+    return "".join(f"{digest} {path}\n" for path, digest in PACKAGES.items())
 
 
 def _download(url: str, digest: str) -> bytes:
@@ -101,6 +122,7 @@ def _download(url: str, digest: str) -> bytes:
     return data
 
 
-if __name__ == "__main__":
-    for name, value in env(root()).items():
+if __name__ == "__main__":  # python tests/mesa_backport.py [zink]
+    import sys
+    for name, value in env(root(), zink=sys.argv[1:] == ["zink"]).items():
         print(f"export {name}={shlex.quote(value)}")

@@ -208,12 +208,7 @@ class _Unroller:
     def write(self, first: int, out: list[str]) -> int:
         """Append the expansion of the `#for` on line `first` (1-based) to `out`; returns the
         line of its `#endfor`."""
-        match = _FOR.match(self.lines[first - 1])
-        if _FOR_LIKE.match(self.lines[first - 1])[1] == "endfor":
-            self._refuse(first, "#endfor without #for")
-        if match is None:
-            self._refuse(first, "expected '#for NAME < BOUND unroll N' (N copies, then a loop)")
-        var, bound, copies = match[1], match[2], int(match[3])
+        var, bound, copies = self._header(first)
         last = self._end(first)
         out.append(f"// {self.lines[first - 1].strip()}: {copies} copies, then a loop")
         for k in range(copies):
@@ -228,7 +223,7 @@ class _Unroller:
     def _loop(self, first: int, last: int, start: int | str, out: list[str]) -> None:
         """The `#for` on line `first` as a plain loop from `start`, nested ones too: the rare
         iterations past the copies need no copies of their own."""
-        var, bound = _FOR.match(self.lines[first - 1]).group(1, 2)
+        var, bound, _ = self._header(first)
         out.append(f"for (int {var} = {start}; {var} < ({bound}); ++{var}) {{")
         self._body(first, last, out, plain=True)
         out.append("}")
@@ -250,6 +245,16 @@ class _Unroller:
             else:
                 out.append(self.lines[n - 1])
                 n += 1
+
+    def _header(self, line: int) -> tuple[str, str, int]:
+        """(NAME, BOUND, N) of the `#for NAME < BOUND unroll N` on `line`."""
+        text = self.lines[line - 1]
+        if _FOR_LIKE.match(text)[1] == "endfor":
+            self._refuse(line, "#endfor without #for")
+        match = _FOR.match(text)
+        if match is None:
+            self._refuse(line, "expected '#for NAME < BOUND unroll N' (N copies, then a loop)")
+        return match[1], match[2], int(match[3])
 
     def _end(self, first: int) -> int:
         """The line of the `#endfor` closing the `#for` on line `first`, after checking the

@@ -143,6 +143,8 @@ def test_driver_is_the_one_asked_for(ctx):
         assert ctx.version.startswith(os.environ["MESA_GL_VERSION_OVERRIDE"]), ctx.version
     if os.environ.get("GLCNN_EXPECT_MESA"):
         assert f"Mesa {os.environ['GLCNN_EXPECT_MESA']}" in ctx.version, ctx.version
+    if os.environ.get("GLCNN_EXPECT_ZINK"):
+        assert ctx.renderer.startswith("zink") and "llvmpipe" in ctx.renderer, ctx.renderer
     for item in filter(None, os.environ.get("GLCNN_GL_LIMITS", "").split(",")):
         name, value = item.split("=")
         assert ctx.limit(name) <= int(value), (name, ctx.limit(name))

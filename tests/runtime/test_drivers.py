@@ -12,15 +12,17 @@ below runs, in subprocesses started side by side, on
   textures) runs on a real driver against the reference;
 - **llvmpipe-mesa25**: llvmpipe of Mesa 25.0.7 (Debian 12's backport, fetched and unpacked
   by tests/mesa_backport.py; loaded through LD_LIBRARY_PATH, nothing installed), the Mesa of
-  current distributions, whose shader compiler keeps loops that Mesa 22.3 unrolls. On machines
-  the backport cannot run on (not x86-64 Linux with dpkg-deb) the matrix says so and runs
-  without it; where it could run but cannot be fetched, the test fails.
+  current distributions, whose shader compiler keeps loops that Mesa 22.3 unrolls;
+- **zink-lavapipe**: the same Mesa's zink, OpenGL over Vulkan, on lavapipe: GLSL goes through
+  SPIR-V to another driver, which has its own texture, framebuffer and format code.
+
+On machines the backport cannot run on (not x86-64 Linux with dpkg-deb) the matrix says so
+and runs without the last two; where it could run but cannot be fetched, the test fails.
 
 The subset covers every shader variant: direct, blocked, in-place, buffer and no-buffer
 weights and inputs, transposed, every op, each precision, and seven whole models. Each
 subprocess first checks that it got the driver and limits it asked for
-(tests/runtime/test_contexts.py::test_driver_is_the_one_asked_for). zink over lavapipe would be a
-fourth driver, but on Mesa 22.3 it does not come up with surfaceless EGL (README "Drivers").
+(tests/runtime/test_contexts.py::test_driver_is_the_one_asked_for).
 """
 
 import os
@@ -39,9 +41,11 @@ DRIVERS = {
     "softpipe": {"GALLIUM_DRIVER": "softpipe"},
     "gl33-small-limits": {"GALLIUM_DRIVER": "llvmpipe", "MESA_GL_VERSION_OVERRIDE": "3.3",
                           "MESA_GLSL_VERSION_OVERRIDE": "330", "GLCNN_GL_LIMITS": SMALL_LIMITS},
-    "llvmpipe-mesa25": {"GALLIUM_DRIVER": "llvmpipe",
-                        "GLCNN_EXPECT_MESA": mesa_backport.VERSION},  # + mesa_backport.env()
+    # + mesa_backport.env(): the backported Mesa
+    "llvmpipe-mesa25": {"GALLIUM_DRIVER": "llvmpipe", "GLCNN_EXPECT_MESA": mesa_backport.VERSION},
+    "zink-lavapipe": {"GLCNN_EXPECT_ZINK": "1", "GLCNN_EXPECT_MESA": mesa_backport.VERSION},
 }
+BACKPORTED = ("llvmpipe-mesa25", "zink-lavapipe")
 OPS = ("conv", "ops", "math", "transpose", "concat", "pool", "resize", "pad", "instancenorm",
        "softmax", "gemm", "reduce", "depth_to_space", "flatten", "binary", "rearrange",
        "matmul", "layernorm", "reduce_channels", "softmax_axes")
@@ -58,9 +62,9 @@ def _environment(driver: str) -> dict[str, str]:
     cannot be fetched."""
     env = {**os.environ, **DRIVERS[driver], "GLCNN_REQUIRE_GL": "1",
            "GLCNN_EXPECT_DRIVER": driver}
-    if "GLCNN_EXPECT_MESA" in DRIVERS[driver]:
+    if driver in BACKPORTED:
         try:
-            env |= mesa_backport.env(mesa_backport.root())
+            env |= mesa_backport.env(mesa_backport.root(), zink=driver == "zink-lavapipe")
         except mesa_backport.Unavailable as exc:
             pytest.fail(f"{driver}: {exc}")
     return env
@@ -78,8 +82,8 @@ def test_parity_subset_passes_on_every_driver(tmp_path):
         pytest.fail("the driver matrix started itself again (GLCNN_EXPECT_DRIVER set)")
     drivers = list(DRIVERS)
     if mesa_backport.available():
-        print(f"llvmpipe-mesa25 left out: {mesa_backport.available()}")
-        drivers.remove("llvmpipe-mesa25")
+        print(f"{', '.join(BACKPORTED)} left out: {mesa_backport.available()}")
+        drivers = [d for d in drivers if d not in BACKPORTED]
     envs = {driver: _environment(driver) for driver in drivers}  # before any run starts
     runs = {driver: _start(envs[driver], tmp_path / f"{driver}.log") for driver in drivers}
     failed = {}

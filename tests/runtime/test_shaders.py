@@ -161,6 +161,7 @@ def test_a_nested_for_is_copied_in_each_copy_and_a_plain_loop_in_the_rest(fake_f
     ("a\n#for j < N unroll 2\nb", 2, "#for without #endfor"),
     ("a\n#endfor", 2, "#endfor without #for"),
     ("#for j < N\nb\n#endfor", 1, "expected '#for NAME < BOUND unroll N'"),
+    ("#for j < N unroll 0\n#for i < M\nb\n#endfor\n#endfor", 2, "expected '#for NAME < BOUND"),
     ("#for j < N unroll 2\n  if (j > 1) break;\n#endfor", 2, "no #include, break, continue"),
     ("#for j < N unroll 2\n#include \"b.glsl\"\n#endfor", 2, "no #include"),
     ("#for j < N unroll 2\n#endif\n#endfor", 2, "unopened #endif"),
