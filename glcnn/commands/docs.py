@@ -32,7 +32,8 @@ NOTES = {
     "Pow": "own pass; constant scalar exponent; x² exact, integers ≤ 16 as products; a non-integer "
            "exponent reads x < 0 as 0 (ONNX: NaN); 0^−p = +Inf",
     "Slice": "H/W with positive steps (YOLOv5 Focus), C range with step 1; ONNX clamping",
-    "Transpose": "(1,C,H,W), any perm [0, …] of C, H, W; gathers from the input atlas",
+    "Transpose": "(1,C,H,W), any perm [0, …] of C, H, W; gathers from the input atlas; "
+                 "before a Flatten into a dense layer, folded into its weights",
     "GlobalAveragePool": "→ (C,1,1); large planes split into a W pass and an H pass",
     "GlobalMaxPool": "→ (C,1,1); large planes split into a W pass and an H pass",
     "ReduceMean": "axes [1] (→ (1,H,W)), [2,3], [2] or [3]; keepdims=0 only over H and W",
@@ -49,7 +50,8 @@ NOTES = {
     "SoftmaxApply": "internal: made by glcnn.graph.passes.expand_reductions",
     "Flatten": "axis 0 or 1 → vector (C·H·W,1,1) in C order; dropped when already a vector",
     "Reshape": "to a vector (1,F), (F,), (1,F,1,1) or to the input's own shape",
-    "Gemm": "vector input (K,1,1), constant B and C, transB, alpha, beta; K wraps (50k fine)",
+    "Gemm": "vector input (K,1,1), constant B and C, transB, alpha, beta; K wraps (50k fine); "
+            "a per-output Add/Mul after it folds into B and C",
     "MatMul": "vector (K,1,1) × constant (K,N); or batched tensor × tensor / constant with "
               "batch, row, column on any glcnn axes (a_axes, b_axes, out_axes)",
     "LayerNormalization": "one axis (C, H or W), scale and optional bias; optimize fuses the "

@@ -8,9 +8,12 @@
 - `fold_affine`: Mul, Add, Sub or Div of a tensor by a constant that is one value or one per
   channel, and BatchNormalization (each a per-channel affine y = x · a + b).
   `into="weights"`: after a Conv or ConvTranspose with nothing fused yet, into its weights
-  and bias (as BatchNorm is folded). `into="epilogue"`: after any epilogue host
-  (`glcnn.ops.base.EPILOGUE_HOSTS`), as the host's `affine` epilogue, after its activation
-  (a PP-LCNet block's conv → affine → hardswish → affine is one pass).
+  and bias (as BatchNorm is folded); after a dense layer (Gemm, or MatMul of a vector by a
+  constant) likewise, the layer becoming a Gemm with a bias, so the activation after a
+  Keras Dense's bias Add fuses too (MTCNN's MatMul → Add → PRelu: one pass).
+  `into="epilogue"`: after any epilogue host (`glcnn.ops.base.EPILOGUE_HOSTS`), as the host's
+  `affine` epilogue, after its activation (a PP-LCNet block's conv → affine → hardswish →
+  affine is one pass).
 
 Both need the tensor between the two nodes to be read by the second alone and to be no output.
 """
@@ -126,6 +129,28 @@ def scale_conv(conv: Node, scale: np.ndarray, shift: np.ndarray) -> dict[str, np
             "B": (bias * np.asarray(scale, np.float64) + shift).astype(np.float32)}
 
 
+def dense(node: Node, shapes: dict) -> bool:
+    """Whether `node` is a dense layer with nothing fused: a Gemm, or a MatMul of a vector
+    (K, 1, 1) by a constant B (glcnn/ops/gemm.py)."""
+    return _plain(node, "Gemm", "MatMul") and len(node.inputs) == 1 and "B" in node.weights \
+        and shapes[node.inputs[0]][1:] == (1, 1) and not int(node.attrs.get("transA", 0)) \
+        and not {"a_axes", "out_axes"} & set(node.attrs)
+
+
+def scale_dense(node: Node, scale: np.ndarray, shift: np.ndarray) -> Node:
+    """The Gemm computing dense layer `node`(x) · scale + shift per output: B (K, N) with its
+    columns scaled, bias C · scale + shift (α, β and transB applied, float64 sums)."""
+    a = node.attrs if node.op == "Gemm" else {}
+    b = np.asarray(node.weights["B"], np.float32)
+    b = b.T if int(a.get("transB", 0)) else b  # (K, N)
+    n = b.shape[1]
+    c = np.asarray(node.weights.get("C", 0.0), np.float64).reshape(-1)
+    bias = float(a.get("beta", 1.0)) * np.broadcast_to(c, (n,))
+    weights = {"B": b * np.asarray(float(a.get("alpha", 1.0)) * scale, np.float32),
+               "C": (bias * scale + shift).astype(np.float32)}
+    return Node("Gemm", node.name, list(node.inputs), {}, weights)
+
+
 def _affine(node: Node, channels: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(a, b) with node(x) = x · a + b per channel, for the forms of the module doc."""
     if _plain(node, "BatchNormalization"):
@@ -156,6 +181,9 @@ def fold_affine(graph: Graph, into: str) -> Graph:
         if into == "weights" and host.op in _CONVS and not any(
                 host.attrs.get(k) for k in ("activation", "residual", "affine")):
             host.weights = scale_conv(host, *affine)
+        elif into == "weights" and dense(host, shapes):
+            folded = scale_dense(host, *affine)
+            host.op, host.attrs, host.weights = folded.op, folded.attrs, folded.weights
         elif into == "epilogue" and host.op in EPILOGUE_HOSTS:
             old = [host.weights[k] for k in AFFINE_WEIGHTS] if host.attrs.get("affine") \
                 else (1.0, 0.0)

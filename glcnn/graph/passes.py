@@ -6,6 +6,9 @@
 - `drop_identity_reshapes`: Flatten/Reshape nodes that leave the texels as they are go.
 - `fold_batchnorm`: Conv/ConvTranspose → BatchNormalization becomes one conv with scaled
   weights and a new bias.
+- `fold_flatten_order`: Transpose → Flatten → dense layer (a Keras Flatten of channels-last
+  data, as tf2onnx writes it) becomes Flatten → dense layer with the rows of its weights
+  permuted: the Transpose pass goes.
 - `fuse_residual_add`: Add(conv, other) becomes the conv with `residual` (the add happens in
   the conv's epilogue) when the conv's result is used only by that Add.
 - `fuse_activations`: an activation right after an op becomes that op's epilogue.
@@ -35,7 +38,7 @@ from ..ops.base import ACTIVATION_DEFAULTS, EPILOGUE_HOSTS
 from ..ops.batchnorm import batchnorm_affine
 from ..ops.conv import INPUT_ACTIVATIONS
 from ..ops.reduce import spatial_axes
-from .fuse_affine import fold_affine, fuse_swish, scale_conv
+from .fuse_affine import dense, fold_affine, fuse_swish, scale_conv, scale_dense
 from .fuse_gate import fuse_input_gates, fuse_pooled_convs
 from .fuse_norm import fuse_layernorm
 from .graph import Graph, Node
@@ -266,9 +269,35 @@ def drop_identity_reshapes(graph: Graph) -> Graph:
     return graph
 
 
+def fold_flatten_order(graph: Graph) -> Graph:
+    """Rewrite each Transpose → Flatten → dense layer (every link its reader's only input, no
+    output between) into Flatten → dense layer, the Transpose's order folded into the dense
+    layer's weights (a Gemm with B (K, N): row k of the new B is the row that met x's
+    element k through the Transpose)."""
+    shapes = build_ops(graph)[1]
+    for node in [n for n in graph.nodes if n.op in ("Gemm", "MatMul")]:
+        flat = graph.producer(node.inputs[0])
+        move = graph.producer(flat.inputs[0]) if flat and flat.op in ("Flatten", "Reshape") \
+            else None
+        if move is None or move.op != "Transpose" or not dense(node, shapes) or \
+                graph.sole_consumer(flat.name) is not node or \
+                graph.sole_consumer(move.name) is not flat or flat.attrs.get("activation"):
+            continue
+        source = shapes[move.inputs[0]]
+        perm = [int(p) - 1 for p in move.attrs["perm"][1:]]  # (C, H, W) axes
+        order = np.arange(int(np.prod(source))).reshape(source).transpose(perm).reshape(-1)
+        gemm = scale_dense(node, np.ones(shapes[node.name][0]), np.zeros(shapes[node.name][0]))
+        b = np.empty_like(gemm.weights["B"])
+        b[order] = gemm.weights["B"]  # flatten(transpose(x))[k'] = flatten(x)[order[k']]
+        node.op, node.attrs, node.weights = "Gemm", {}, {**gemm.weights, "B": b}
+        flat.inputs = [move.inputs[0]]
+        graph.nodes.remove(move)
+    return graph
+
+
 def optimize(graph: Graph) -> Graph:
     """Run every pass in place and return `graph` (first `fuse_norm.fuse_layernorm`)."""
     graph = drop_identity_reshapes(expand_reductions(fuse_layernorm(graph)))
-    graph = fold_affine(fuse_swish(fold_batchnorm(graph)), into="weights")
+    graph = fold_flatten_order(fold_affine(fuse_swish(fold_batchnorm(graph)), into="weights"))
     graph = fold_affine(fuse_activations(fuse_residual_add(graph)), into="epilogue")
     return fuse_input_activations(fuse_input_gates(fuse_pooled_convs(graph)))

@@ -122,6 +122,40 @@ def test_affine_after_an_elementwise_host(ctx):
     assert signature(out) == ["Add+Tanh+Affine"]
 
 
+def _dense(op, **attrs):
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal((6, 10) if attrs.get("transB") else (10, 6)).astype(np.float32)
+    weights = {"B": b} | ({"C": rng.standard_normal(6).astype(np.float32)} if op == "Gemm" else {})
+    return Node(op, "fc", ["x"], attrs, weights)
+
+
+DENSE = [("matmul", lambda: _dense("MatMul")),
+         ("gemm-transB-alpha-beta", lambda: _dense("Gemm", transB=1, alpha=0.5, beta=2.0))]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("make", [d[1] for d in DENSE], ids=[d[0] for d in DENSE])
+def test_bias_and_scale_fold_into_a_dense_layer_before_its_activation(ctx, make, precision):
+    """Keras Dense → ONNX: MatMul, then the bias Add, then the activation; here also a
+    per-output scale, all one Gemm pass."""
+    rng = np.random.default_rng(4)
+    graph = Graph({"x": (10, 1, 1)}, [
+        make(), _const("Add", "biased", "fc", rng.standard_normal(6)),
+        _const("Mul", "scaled", "biased", rng.uniform(0.5, 2, 6)),
+        Node("PRelu", "y", ["scaled"], {}, {"slope": rng.uniform(0, 0.5, (6, 1, 1)).astype(
+            np.float32)})], ["y"])
+    out = optimised_matches_original(ctx, graph, precision)
+    assert signature(out) == ["Gemm+PRelu"]
+
+
+def test_affine_after_a_matmul_of_a_matrix_stays_an_epilogue(ctx):
+    b = np.random.default_rng(5).standard_normal((7, 3)).astype(np.float32)
+    graph = Graph({"x": (2, 5, 7)}, [Node("MatMul", "mm", ["x"], {}, {"B": b}),
+                                     _const("Add", "y", "mm", [0.25])], ["y"])
+    out = optimised_matches_original(ctx, graph)
+    assert [n.op for n in out.nodes] == ["MatMul"] and out.nodes[0].attrs.get("affine")
+
+
 UNFOLDED = [  # (id, second node, why it stays)
     ("swap-sub", lambda: _const("Sub", "y", "conv", [1.5], swap=1), "c - x"),
     ("spatial-constant", lambda: _const("Mul", "y", "conv", np.full((6, 5, 6), 2.0)), "(C, H, W)"),

@@ -323,3 +323,29 @@ def test_no_fusion_where_it_would_change_results(ctx, make, expected):
 def test_a_nodes_label_names_what_was_fused_in_order(attrs, label):
     from glcnn.graph import Node
     assert Node("Conv", "c", ["x"], attrs).label == label
+
+
+# --- fold_flatten_order -----------------------------------------------------------------------
+def _flatten_dense(perm, op="MatMul", reads_twice=False):
+    """x (5, 3, 4) → Transpose(perm) → Flatten → dense of 60 → 7 features (→ Relu)."""
+    rng = np.random.default_rng(6)
+    b = rng.standard_normal((7, 60) if op == "Gemm" else (60, 7)).astype(np.float32)
+    dense = Node(op, "fc", ["flat"], {"transB": 1} if op == "Gemm" else {},
+                 {"B": b} | ({"C": rng.standard_normal(7).astype(np.float32)} if op == "Gemm"
+                            else {}))
+    nodes = [Node("Transpose", "t", ["x"], {"perm": perm}), Node("Flatten", "flat", ["t"]),
+             dense, _act("y", "fc")]
+    return Graph({"x": (5, 3, 4)}, nodes, ["y", "t"] if reads_twice else ["y"])
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("perm, op", [([0, 2, 3, 1], "MatMul"), ([0, 3, 1, 2], "Gemm"),
+                                      ([0, 1, 3, 2], "MatMul")])
+def test_transpose_before_a_flatten_folds_into_the_dense_weights(ctx, perm, op, precision):
+    out = optimised_matches_original(ctx, _flatten_dense(perm, op), precision)
+    assert signature(out) == ["Flatten", "Gemm+Relu"]
+
+
+def test_transpose_read_elsewhere_stays(ctx):
+    out = optimised_matches_original(ctx, _flatten_dense([0, 2, 3, 1], reads_twice=True))
+    assert signature(out) == ["Transpose", "Flatten", "MatMul+Relu"]
