@@ -91,6 +91,26 @@ class Context:
         # buffer_fits: buffer textures of up to _buffer_verified texels read back right; of
         # _buffer_broken or more, not (probed at the sizes asked for)
         self._buffer_verified, self._buffer_broken = 0, 1 << 62
+        self._prime_samplers()
+
+    def _prime_samplers(self) -> None:
+        """Sample a NEAREST, clamped texel on texture units 0-15 (shaders/sampler_prime.glsl),
+        the sampler state of every glcnn texture, so that each glcnn program compiles once on
+        llvmpipe instead of once per state earlier draws left on its units."""
+        texel = self.gl.texture((1, 1), 4, dtype="f4")
+        texel.filter = (moderngl.NEAREST, moderngl.NEAREST)
+        texel.repeat_x = texel.repeat_y = False
+        program = self.program("sampler_prime.glsl", {"CUSTOM_MAIN": 1}, "sampler prime")
+        program["u_units"].value = list(range(16))  # a glcnn-internal program: set directly
+        vao = self.gl.vertex_array(program, [])
+        try:
+            for unit in range(16):
+                texel.use(unit)
+            self._parking.use()
+            vao.render(moderngl.TRIANGLES, vertices=3)
+        finally:
+            vao.release()
+            texel.release()
 
     @classmethod
     def default(cls) -> "Context":
@@ -328,6 +348,10 @@ class Context:
                 if member.gl_type == _GL_SAMPLER_BUFFER:  # moderngl writes these wrongly
                     self.gl_functions.use_program(program.glo)
                     self.gl_functions.uniform1i(member.location, value)
+                elif member.array_length == 1 and _one_element(value, member.dimension):
+                    # moderngl takes an array of one (Concat's u_end[1]) for a plain value; the
+                    # driver may keep it (zink) or drop it as unused (llvmpipe)
+                    member.value = value[0]
                 else:
                     member.value = value
                 held[name] = value
@@ -372,4 +396,10 @@ def _create(backend):
         raise ContextError(f"cannot create an OpenGL 3.3 context (backend={backend}): {exc}; "
                            f"{INSTALL_HINT}") from None
 
+
+def _one_element(value, dimension: int) -> bool:
+    """Whether `value` is a sequence of one uniform value: one number (dimension 1) or one
+    vector (a sequence itself)."""
+    return isinstance(value, tuple | list) and len(value) == 1 and (
+        dimension == 1 or isinstance(value[0], tuple | list))
 

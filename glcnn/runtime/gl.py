@@ -205,7 +205,9 @@ class TileCopies:
     same-size rectangles with NEAREST filtering: both copy texels exactly, and llvmpipe turns
     either into row copies (a 128-channel 128² Concat: 1.1 and 1.5 ms against 7 ms drawn). The
     output's `clears` rectangles (atlas cells past its last slice, which a drawn pass writes with
-    zeros) are cleared first, so the texture holds what the shader would have written.
+    zeros) are cleared first, so the texture holds what the shader would have written: with
+    glClearTexSubImage where GL 4.4 has it (zink on lavapipe, Mesa 25.0.7, dropped a scissored
+    glClear followed by copies, leaving the cells' old values), else a scissored glClear.
 
     Args:
         ctx: the glcnn Context.
@@ -219,6 +221,8 @@ class TileCopies:
         self.read_fbos: dict[int, moderngl.Framebuffer] = {}  # by source texture id (blits)
         c_int, c_uint = ctypes.c_int, ctypes.c_uint
         functions = ctx.gl_functions
+        self.clear_image = None if ctx.gl.version_code < 440 else functions.get(
+            "glClearTexSubImage", None, c_uint, *(c_int,) * 7, c_uint, c_uint, ctypes.c_void_p)
         if ctx.gl.version_code >= 430:
             self.copy_image = functions.get("glCopyImageSubData", None, c_uint, c_uint, c_int,
                                             c_int, c_int, c_int, c_uint, c_uint, c_int, c_int,
@@ -232,8 +236,12 @@ class TileCopies:
         """Copy from the inputs' textures in `textures` (tensor name -> texture) into the
         texture of framebuffer `out` (its scissor box covers every rectangle)."""
         out.use()
-        for rect in self.clears:
-            out.clear(0.0, 0.0, 0.0, 0.0, viewport=rect)
+        for x, y, w, h in self.clears:
+            if self.clear_image is not None:  # data NULL: zeros
+                self.clear_image(out.color_attachments[0].glo, 0, x, y, 0, w, h, 1, _GL_RGBA,
+                                 _GL_FLOAT, None)
+            else:
+                out.clear(0.0, 0.0, 0.0, 0.0, viewport=(x, y, w, h))
         sources = [textures[name] for name in self.inputs]
         if self.copy_image is not None:
             target = out.color_attachments[0].glo

@@ -46,6 +46,7 @@ class ChannelMinMax:
     def _texture(self, shape):
         tex = self.ctx.gl.texture(Atlas.of(shape).size, 4, dtype="f4")
         tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
+        tex.repeat_x = tex.repeat_y = False  # every glcnn texture's state (sampler_prime.glsl)
         return tex
 
     def texture(self, source, shape, shape_uniform=None, bind=None) -> moderngl.Texture:

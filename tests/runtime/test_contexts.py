@@ -198,3 +198,17 @@ def test_buffer_texture_reads_back_at_every_size_glcnn_uses(ctx):
         ctx.park()
         for obj in (fbo, target, program, buffer):
             obj.release()
+
+
+def test_set_uniforms_writes_an_array_of_one_element(ctx):
+    """glcnn gives array uniforms as sequences; moderngl reports an array of one as a plain
+    value (Concat of one input: u_end[1], which zink keeps and llvmpipe drops as unused)."""
+    program = ctx.gl.program(
+        vertex_shader="#version 330 core\nvoid main() { gl_Position = vec4(0.0); }",
+        fragment_shader="#version 330 core\nuniform int u_end[1];\nuniform vec2 u_pair[1];\n"
+                        "out vec4 c;\nvoid main() { c = vec4(u_end[0]) + u_pair[0].xyxy; }")
+    try:
+        ctx.set_uniforms(program, {"u_end": (4,), "u_pair": [(0.5, 2.0)]})
+        assert program["u_end"].value == 4 and program["u_pair"].value == (0.5, 2.0)
+    finally:
+        program.release()

@@ -1,5 +1,6 @@
 """Pipeline mechanics: texture reuse, keep, texture(), program cache, inputs, errors."""
 
+import moderngl
 import numpy as np
 import pytest
 from gl_census import census
@@ -12,6 +13,7 @@ from glcnn.layout import Atlas
 from glcnn.resources import resource_path
 from glcnn.runtime.gl import layer_framebuffer
 from glcnn.runtime.shaders import excerpt
+from glcnn.runtime.stats import ChannelMinMax
 
 
 def _chain(depth=4, c=8, size=6):
@@ -278,3 +280,26 @@ def test_no_texture_side_is_a_power_of_two(ctx, precision, strategy):
     assert_close(y, ref, precision, f"{strategy} {precision}")
     if strategy == "blocked":
         assert pipe.blocking, "the blocked strategy blocked nothing: the test lost its point"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "u8"])
+def test_every_texture_a_pipeline_samples_is_nearest_and_clamped(ctx, precision):
+    """Context._prime_samplers sets this state on every unit once, so that llvmpipe compiles
+    each program once: a texture with other filters or wraps would make it compile again."""
+    graph, _ = _chain(depth=3, c=8, size=40)  # 40 wide: blocked, input buffers
+    x = np.random.default_rng(2).standard_normal((8, 40, 40)).astype(np.float32)
+    if precision == "u8":
+        glcnn.calibrate(graph, [x], ctx)  # min/max on the GPU: stats.py's textures too
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
+        pipe.run(x)
+        sampled = [*pipe.textures.values(), *pipe._scratch.values(),
+                   *(t for p in pipe.passes for _, t in p.weights
+                     if not isinstance(t, glcnn.runtime.gl.BufferTexture))]
+        assert pipe.blocking and len(sampled) > 5
+        stats = ChannelMinMax(ctx)
+        stats.read(pipe.textures["x"], (8, 40, 40))
+        sampled += [t for b in stats.buffers.values() for t in (b.rows, b.result)]
+        for tex in sampled:
+            assert tex.filter == (moderngl.NEAREST, moderngl.NEAREST), tex
+            assert (tex.repeat_x, tex.repeat_y) == (False, False), tex
+        stats.release()
