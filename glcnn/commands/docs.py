@@ -31,7 +31,8 @@ NOTES = {
     "Erf": "own pass; polynomial, ≤ 2e-7 relative (PyTorch's GELU export runs)",
     "Pow": "own pass; constant scalar exponent; x² exact, integers ≤ 16 as products; a non-integer "
            "exponent reads x < 0 as 0 (ONNX: NaN); 0^−p = +Inf",
-    "Slice": "H/W with positive steps (YOLOv5 Focus), C range with step 1; ONNX clamping",
+    "Slice": "H/W with positive steps, C range with step 1; ONNX clamping; a Focus "
+             "(Concat of x[:, a::k, b::k]) is one Rearrange pass",
     "Transpose": "(1,C,H,W), any perm [0, …] of C, H, W; gathers from the input atlas; "
                  "before a Flatten into a dense layer, folded into its weights",
     "GlobalAveragePool": "→ (C,1,1); large planes split into a W pass and an H pass",

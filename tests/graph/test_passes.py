@@ -349,3 +349,46 @@ def test_transpose_before_a_flatten_folds_into_the_dense_weights(ctx, perm, op, 
 def test_transpose_read_elsewhere_stays(ctx):
     out = optimised_matches_original(ctx, _flatten_dense([0, 2, 3, 1], reads_twice=True))
     assert signature(out) == ["Transpose", "Flatten", "MatMul+Relu"]
+
+
+# --- fuse_space_to_depth ----------------------------------------------------------------------
+END = 2 ** 63 - 1  # ONNX's "to the end", as exporters write it
+
+
+def _focus(order, chained=True, shape=(3, 8, 10), extra_reader=False):
+    """Concat along C of x[:, a::2, b::2] for (a, b) in `order`, each part two Slices (H, then
+    W: PyTorch's export) or one Slice of both axes."""
+    nodes, parts = [], []
+    for i, (a, b) in enumerate(order):
+        if chained:
+            nodes += [Node("Slice", f"h{i}", ["x"], {"starts": [a], "ends": [END], "axes": [2],
+                                                     "steps": [2]}),
+                      Node("Slice", f"p{i}", [f"h{i}"], {"starts": [b], "ends": [END],
+                                                         "axes": [3], "steps": [2]})]
+        else:
+            nodes.append(Node("Slice", f"p{i}", ["x"], {"starts": [a, b], "ends": [END, END],
+                                                        "axes": [2, 3], "steps": [2, 2]}))
+        parts.append(f"p{i}")
+    nodes += [Node("Concat", "y", parts, {"axis": 1})]
+    return Graph({"x": shape}, nodes, ["y", "p0"] if extra_reader else ["y"])
+
+
+ROW_MAJOR, COLUMN_MAJOR = [(0, 0), (0, 1), (1, 0), (1, 1)], [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("order, chained", [(ROW_MAJOR, True), (COLUMN_MAJOR, True),
+                                            (COLUMN_MAJOR, False)],
+                         ids=["row-major", "column-major (YOLOv5, YOLOX)", "one-slice-parts"])
+def test_focus_slices_and_concat_become_one_rearrange(ctx, order, chained, precision):
+    out = optimised_matches_original(ctx, _focus(order, chained), precision)
+    assert signature(out) == ["Rearrange"]
+
+
+@pytest.mark.parametrize("graph", [
+    _focus([(0, 0), (1, 1), (0, 1), (1, 0)]),  # neither order
+    _focus(ROW_MAJOR[:3]),  # a part missing
+    _focus(ROW_MAJOR, extra_reader=True),  # a part is also an output
+], ids=["other-order", "three-parts", "part-read-twice"])
+def test_focus_forms_that_stay_slices(ctx, graph):
+    assert "Rearrange" not in signature(optimised_matches_original(ctx, graph))
