@@ -205,9 +205,9 @@ class TileCopies:
     same-size rectangles with NEAREST filtering: both copy texels exactly, and llvmpipe turns
     either into row copies (a 128-channel 128² Concat: 1.1 and 1.5 ms against 7 ms drawn). The
     output's `clears` rectangles (atlas cells past its last slice, which a drawn pass writes with
-    zeros) are cleared first, so the texture holds what the shader would have written: with
-    glClearTexSubImage where GL 4.4 has it (zink on lavapipe, Mesa 25.0.7, dropped a scissored
-    glClear followed by copies, leaving the cells' old values), else a scissored glClear.
+    zeros) are cleared, so the texture holds what the shader would have written: after the
+    copies, as zink on lavapipe (Mesa 25.0.7) dropped a scissored glClear made before them. The
+    copies start with a glFinish (`draw`).
 
     Args:
         ctx: the glcnn Context.
@@ -221,8 +221,6 @@ class TileCopies:
         self.read_fbos: dict[int, moderngl.Framebuffer] = {}  # by source texture id (blits)
         c_int, c_uint = ctypes.c_int, ctypes.c_uint
         functions = ctx.gl_functions
-        self.clear_image = None if ctx.gl.version_code < 440 else functions.get(
-            "glClearTexSubImage", None, c_uint, *(c_int,) * 7, c_uint, c_uint, ctypes.c_void_p)
         if ctx.gl.version_code >= 430:
             self.copy_image = functions.get("glCopyImageSubData", None, c_uint, c_uint, c_int,
                                             c_int, c_int, c_int, c_uint, c_uint, c_int, c_int,
@@ -235,25 +233,26 @@ class TileCopies:
     def draw(self, textures: dict, out: moderngl.Framebuffer) -> None:
         """Copy from the inputs' textures in `textures` (tensor name -> texture) into the
         texture of framebuffer `out` (its scissor box covers every rectangle)."""
-        out.use()
-        for x, y, w, h in self.clears:
-            if self.clear_image is not None:  # data NULL: zeros
-                self.clear_image(out.color_attachments[0].glo, 0, x, y, 0, w, h, 1, _GL_RGBA,
-                                 _GL_FLOAT, None)
-            else:
-                out.clear(0.0, 0.0, 0.0, 0.0, viewport=(x, y, w, h))
+        # llvmpipe copies on the CPU and waits only for rendering into the current
+        # framebuffer: an input still being drawn by an earlier, queued pass was copied
+        # half-written (PP-OCRv4 det wrong in 1 run of 2 once no clear came first). glFinish
+        # makes every copy read finished inputs on any driver.
+        self.ctx.gl.finish()
         sources = [textures[name] for name in self.inputs]
         if self.copy_image is not None:
             target = out.color_attachments[0].glo
             for i, sx, sy, dx, dy, w, h in self.rects:
                 self.copy_image(sources[i].glo, _GL_TEXTURE_2D, 0, sx, sy, 0,
                                 target, _GL_TEXTURE_2D, 0, dx, dy, 0, w, h, 1)
-            return
-        for i, sx, sy, dx, dy, w, h in self.rects:
-            self.bind_framebuffer(_GL_READ_FRAMEBUFFER, self._read_fbo(sources[i]).glo)
-            self.blit(sx, sy, sx + w, sy + h, dx, dy, dx + w, dy + h, _GL_COLOR_BUFFER_BIT,
-                      _GL_NEAREST)
-        self.bind_framebuffer(_GL_READ_FRAMEBUFFER, out.glo)  # as out.use() left it
+        else:
+            out.use()
+            for i, sx, sy, dx, dy, w, h in self.rects:
+                self.bind_framebuffer(_GL_READ_FRAMEBUFFER, self._read_fbo(sources[i]).glo)
+                self.blit(sx, sy, sx + w, sy + h, dx, dy, dx + w, dy + h, _GL_COLOR_BUFFER_BIT,
+                          _GL_NEAREST)
+        out.use()  # (also the read framebuffer again, as out.use() leaves it)
+        for rect in self.clears:  # after the copies: zink dropped a clear made before them
+            out.clear(0.0, 0.0, 0.0, 0.0, viewport=rect)
 
     def _read_fbo(self, texture: moderngl.Texture) -> moderngl.Framebuffer:
         if id(texture) not in self.read_fbos:
