@@ -32,6 +32,7 @@ Relu fused).
 """
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 
@@ -276,14 +277,18 @@ def fold_flatten_order(graph: Graph) -> Graph:
     output between) into Flatten → dense layer, the Transpose's order folded into the dense
     layer's weights (a Gemm with B (K, N): row k of the new B is the row that met x's
     element k through the Transpose)."""
-    shapes = build_ops(graph)[1]
+    candidates = []  # (dense layer, Flatten, Transpose), each link its reader's sole input
     for node in [n for n in graph.nodes if n.op in ("Gemm", "MatMul")]:
         flat = graph.producer(node.inputs[0])
         move = graph.producer(flat.inputs[0]) if flat and flat.op in ("Flatten", "Reshape") \
             else None
-        if move is None or move.op != "Transpose" or not dense(node, shapes) or \
-                graph.sole_consumer(flat.name) is not node or \
-                graph.sole_consumer(move.name) is not flat or flat.attrs.get("activation"):
+        if move is not None and move.op == "Transpose" and not flat.attrs.get("activation") \
+                and graph.sole_consumer(flat.name) is node and \
+                graph.sole_consumer(move.name) is flat:
+            candidates.append((node, flat, move))
+    shapes = build_ops(graph)[1] if candidates else {}  # shapes only where a fold may happen
+    for node, flat, move in candidates:
+        if not dense(node, shapes):
             continue
         source = shapes[move.inputs[0]]
         perm = [int(p) - 1 for p in move.attrs["perm"][1:]]  # (C, H, W) axes
@@ -297,9 +302,17 @@ def fold_flatten_order(graph: Graph) -> Graph:
     return graph
 
 
-def _strided_view(graph: Graph, ops: dict, tensor: str) -> tuple[str, list, list] | None:
-    """(source, the Slice nodes, each axis's range of source indices) when `tensor` is a chain
-    of Slices of `source`, each read only by the next; else None."""
+class _View(NamedTuple):
+    """A chain of Slices of `source`: its nodes, and per axis (C, H, W) the range of source
+    indices it keeps."""
+
+    source: str
+    slices: list[Node]
+    windows: list[range]
+
+
+def _strided_view(graph: Graph, ops: dict, tensor: str) -> _View | None:
+    """The view `tensor` is when it is a chain of Slices, each read only by the next."""
     chain, windows = [], None
     node = graph.producer(tensor)
     while node is not None and node.op == "Slice" and graph.sole_consumer(node.name) and \
@@ -309,7 +322,7 @@ def _strided_view(graph: Graph, ops: dict, tensor: str) -> tuple[str, list, list
             r[slice(w.start, w.stop, w.step)] for r, w in zip(inner, windows)]
         chain.append(node)
         node = graph.producer(node.inputs[0])
-    return (chain[-1].inputs[0], chain, windows) if chain else None
+    return _View(chain[-1].inputs[0], chain, windows) if chain else None
 
 
 def fuse_space_to_depth(graph: Graph) -> Graph:
@@ -317,19 +330,23 @@ def fuse_space_to_depth(graph: Graph) -> Graph:
     H and W multiples of k, (a, b) in row-major or column-major order, each a chain of Slices
     read by the Concat alone, into one Rearrange (the view (k, k, C, H/k, W/k) of x), in place.
     YOLOX's Focus at 416²: nine passes, one."""
+    concats = [n for n in graph.nodes if n.op == "Concat" and all(
+        getattr(graph.producer(t), "op", None) == "Slice" for t in n.inputs)]
+    if not concats:
+        return graph  # the op checks below cost a build_ops (~15 ms on a 120-layer model)
     built, shapes = build_ops(graph)
     ops = {node.name: op for node, op in zip(graph.nodes, built)}
-    for concat in [n for n in graph.nodes if n.op == "Concat"]:
+    for concat in concats:
         views = [_strided_view(graph, ops, t) for t in concat.inputs]
         if int(concat.attrs.get("axis", 1)) % 4 != 1 or concat.attrs.get("activation") or \
-                None in views or len({v[0] for v in views}) != 1:
+                None in views or len({v.source for v in views}) != 1:
             continue
-        source = views[0][0]
+        source = views[0].source
         c, h, w = shapes[source]
-        k = views[0][2][1].step
-        offsets = [(v[2][1].start, v[2][2].start) for v in views]
-        whole = all(v[2][0] == range(c) and v[2][1] == range(a, h, k) and
-                    v[2][2] == range(b, w, k) for v, (a, b) in zip(views, offsets))
+        k = views[0].windows[1].step
+        offsets = [(v.windows[1].start, v.windows[2].start) for v in views]
+        whole = all(v.windows == [range(c), range(a, h, k), range(b, w, k)]
+                    for v, (a, b) in zip(views, offsets))
         grid = [(i // k, i % k) for i in range(k * k)]
         if k < 2 or h % k or w % k or not whole or offsets not in (grid, [g[::-1] for g in grid]):
             continue
@@ -338,7 +355,7 @@ def fuse_space_to_depth(graph: Graph) -> Graph:
         concat.attrs = {"shape": [k * k * c, h // k, w // k], "dims": [k, k, c, h // k, w // k],
                         "strides": [*strides, h * w, k * w, k], "offset": 0}
         for view in views:
-            for node in view[1]:
+            for node in view.slices:
                 graph.nodes.remove(node)
     return graph
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..layout import Atlas, Blocking
 from ..ops import Op
 from .context import Context
-from .gl import DTYPE_BYTES, BufferTexture, TileCopies, layer_framebuffer
+from .gl import DTYPE_BYTES, BufferTexture, TileCopies, layer_framebuffer, nearest_clamped
 from .plan import INPUT_BUFFER_DTYPE, Plan, buffer_texels
 from .precision import TEXTURE_DTYPE
 
@@ -112,20 +112,16 @@ class Compiler:
         height, width = data.shape[:2]
         tex = self.ctx.gl.texture(self.plan.allocated((width, height)), 4, dtype="f4")
         tex.write(np.ascontiguousarray(data, np.float32), viewport=(0, 0, width, height))
-        tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
-        tex.repeat_x = tex.repeat_y = False
         zero_margin(tex, (width, height))
-        return tex
+        return nearest_clamped(tex)
 
     def ranges_texture(self):
         if self.u8 is None:
             return None
         data = self.u8.texture_data()
-        tex = self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
-                                  np.ascontiguousarray(data, np.float32), dtype="f4")
-        tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
-        tex.repeat_x = tex.repeat_y = False
-        return tex
+        return nearest_clamped(self.ctx.gl.texture((data.shape[1], data.shape[0]), 4,
+                                                   np.ascontiguousarray(data, np.float32),
+                                                   dtype="f4"))
 
     def shape_uniform(self, name: str) -> tuple[int, int, int, int]:
         """The ivec4 shaders address tensor `name` with: (C, H, W, cols | u8 id << 16)."""
@@ -147,10 +143,8 @@ class Compiler:
         """
         dtype = dtype or TEXTURE_DTYPE[self.precision]
         full = self.plan.allocated(size)
-        tex = (self.ctx.gl.texture_array((*full, layers), 4, dtype=dtype) if layers
-               else self.ctx.gl.texture(full, 4, dtype=dtype))
-        tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
-        tex.repeat_x = tex.repeat_y = False
+        tex = nearest_clamped(self.ctx.gl.texture_array((*full, layers), 4, dtype=dtype) if layers
+                              else self.ctx.gl.texture(full, 4, dtype=dtype))
         zero_margin(tex, size, layers)
         return tex
 

@@ -29,7 +29,7 @@ from .. import debug
 from ..errors import ContextError, GlcnnError, ShaderCompileError, quote
 from ..resources import resource_path, shader_text
 from . import shaders
-from .gl import BufferTexture, GLFunctions
+from .gl import BufferTexture, GLFunctions, nearest_clamped
 
 INSTALL_HINT = (
     "install Mesa's EGL and GL drivers (Debian/Ubuntu: apt-get install -y libegl1 "
@@ -97,9 +97,7 @@ class Context:
         """Sample a NEAREST, clamped texel on texture units 0-15 (shaders/sampler_prime.glsl),
         the sampler state of every glcnn texture, so that each glcnn program compiles once on
         llvmpipe instead of once per state earlier draws left on its units."""
-        texel = self.gl.texture((1, 1), 4, dtype="f4")
-        texel.filter = (moderngl.NEAREST, moderngl.NEAREST)
-        texel.repeat_x = texel.repeat_y = False
+        texel = nearest_clamped(self.gl.texture((1, 1), 4, dtype="f4"))
         program = self.program("sampler_prime.glsl", {"CUSTOM_MAIN": 1}, "sampler prime")
         program["u_units"].value = list(range(16))  # a glcnn-internal program: set directly
         vao = self.gl.vertex_array(program, [])

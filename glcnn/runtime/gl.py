@@ -111,6 +111,16 @@ def layer_framebuffer(ctx, array: moderngl.TextureArray, layers: int,
     return fbo
 
 
+def nearest_clamped(texture):
+    """`texture` (a moderngl Texture or TextureArray) set to the sampler state of every glcnn
+    texture, NEAREST and clamped to the edge, and returned: shaders read texel centres, and
+    llvmpipe compiles a program once only while every unit holds this one state
+    (Context._prime_samplers)."""
+    texture.filter = (moderngl.NEAREST, moderngl.NEAREST)
+    texture.repeat_x = texture.repeat_y = False
+    return texture
+
+
 class BufferTexture:
     """RGBA texels in a buffer object, read in shaders with texelFetch(samplerBuffer, i).
 
@@ -238,6 +248,7 @@ class TileCopies:
         # half-written (PP-OCRv4 det wrong in 1 run of 2 once no clear came first). glFinish
         # makes every copy read finished inputs on any driver.
         self.ctx.gl.finish()
+        out.use()
         sources = [textures[name] for name in self.inputs]
         if self.copy_image is not None:
             target = out.color_attachments[0].glo
@@ -245,12 +256,11 @@ class TileCopies:
                 self.copy_image(sources[i].glo, _GL_TEXTURE_2D, 0, sx, sy, 0,
                                 target, _GL_TEXTURE_2D, 0, dx, dy, 0, w, h, 1)
         else:
-            out.use()
             for i, sx, sy, dx, dy, w, h in self.rects:
                 self.bind_framebuffer(_GL_READ_FRAMEBUFFER, self._read_fbo(sources[i]).glo)
                 self.blit(sx, sy, sx + w, sy + h, dx, dy, dx + w, dy + h, _GL_COLOR_BUFFER_BIT,
                           _GL_NEAREST)
-        out.use()  # (also the read framebuffer again, as out.use() leaves it)
+            self.bind_framebuffer(_GL_READ_FRAMEBUFFER, out.glo)  # as out.use() left it
         for rect in self.clears:  # after the copies: zink dropped a clear made before them
             out.clear(0.0, 0.0, 0.0, 0.0, viewport=rect)
 

@@ -11,6 +11,7 @@ import moderngl
 import numpy as np
 
 from ..layout import Atlas, unpack
+from .gl import nearest_clamped
 
 
 @dataclass
@@ -44,10 +45,7 @@ class ChannelMinMax:
         return self.buffers[key]
 
     def _texture(self, shape):
-        tex = self.ctx.gl.texture(Atlas.of(shape).size, 4, dtype="f4")
-        tex.filter = (moderngl.NEAREST, moderngl.NEAREST)
-        tex.repeat_x = tex.repeat_y = False  # every glcnn texture's state (sampler_prime.glsl)
-        return tex
+        return nearest_clamped(self.ctx.gl.texture(Atlas.of(shape).size, 4, dtype="f4"))
 
     def texture(self, source, shape, shape_uniform=None, bind=None) -> moderngl.Texture:
         """Reduce `source` holding a (C, H, W) tensor; returns the (C, 1, 2) result texture
