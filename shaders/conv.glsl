@@ -47,6 +47,10 @@ int pair_tap(int m, int jx) {
 }
 #endif
 
+// Where a blocked conv, or a direct depthwise one reading its input in place, reads its input.
+#if defined(BLOCKED_OUTPUT) || defined(BLOCKED_INPUT)
+#include "conv_block_input.glsl"
+#endif
 #if defined(BLOCKED_OUTPUT)
 #include "conv_block.glsl"
 #elif defined(DENSE) || defined(DEPTHWISE)

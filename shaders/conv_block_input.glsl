@@ -1,6 +1,7 @@
-// conv_block_input.glsl - where a blocked conv (conv_block.glsl) reads its input, in one of
-// three forms behind one interface: column_at(x, layer) and row_at(y, layer) give where input
-// column x and row y lie in a tile (and their part of the layer), tile_at(origin) names the
+// conv_block_input.glsl - where a blocked conv (conv_block.glsl) reads its input (and, with
+// BLOCKED_INPUT, a direct depthwise conv: conv_direct.glsl input_texel), in one of three forms
+// behind one interface: column_at(x, layer) and row_at(y, layer) give where input column x and
+// row y lie in a tile (and their part of the layer), tile_at(origin) names the
 // tile starting at atlas texel `origin`, input_sample(tile, column, row, layer) reads a stored
 // texel, and first_tile(slice) and next_tile(origin) walk the tiles of a group's input slices.
 // Defines: BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (the producer's render

@@ -12,9 +12,17 @@
 // (llvmpipe scalarises it) and no per-tap address setup repeated for every slice.
 
 // Texel (x, y) of input `slice`, whose tile starts at `origin`; (y, x) lies inside the tile
-// unless MASK_TAPS, where taps with no input read zero.
+// unless MASK_TAPS, where taps with no input read zero. BLOCKED_INPUT (a DEPTHWISE Conv only,
+// glcnn/runtime/plan.py): the input is its producer's render-target array, read in place through
+// conv_block_input.glsl (included by conv.glsl), `origin` its cell (first_tile).
 vec4 input_texel(ivec2 origin, int slice, int y, int x) {
-#ifdef INPUT_MEAN
+#ifdef BLOCKED_INPUT
+    int ly, lx;
+    INPUT_AXIS row = row_at(y, ly);
+    INPUT_AXIS column = column_at(x, lx);
+    return input_activation(decode(input_sample(tile_at(origin), column, row, ly + lx),
+                                   u_input_shape, slice));
+#elif defined(INPUT_MEAN)
     // The mean of the slice's H×W tile (a 1×1 conv's only tap reads y = x = 0).
     vec4 sum = vec4(0.0);
     for (int i = 0; i < u_input_shape.y; ++i) {
@@ -35,7 +43,7 @@ vec4 input_texel(ivec2 origin, int slice, int y, int x) {
 
 vec4 compute(int slice, int oy, int ox) {
     begin_weights();
-    input_texel_size = 1.0 / vec2(textureSize(u_input, 0));
+    input_texel_size = 1.0 / vec2(textureSize(u_input, 0).xy);
     vec4 acc = channel_params(u_params, slice, 0);
     ivec4 lanes = 4 * slice + ivec4(0, 1, 2, 3);
     ivec4 group_first = div_floor(lanes, u_cog) * u_cg;  // first input channel of each lane's group
@@ -51,7 +59,11 @@ vec4 compute(int slice, int oy, int ox) {
 #else
     int first_slice = slice;  // depthwise (CG = 1): output slice s reads input slice s only
 #endif
+#ifdef BLOCKED_INPUT
+    ivec2 first_origin = first_tile(first_slice);
+#else
     ivec2 first_origin = tile_origin(u_input_shape, first_slice);
+#endif
 #if defined(DEPTHWISE) && !defined(MASK_TAPS)
     if (ivec3(ty.x, ty.z, tx.x) == ivec3(0, 1, 0) && tx.z == 1 && ty.y == KH - 1 &&
             tx.y == KW - 1) {

@@ -34,6 +34,7 @@ MAX_BLOCK = 8  # render targets per pass that every GL 3.3 offers (GL_MAX_DRAW_B
 # tensors whose readers do little work per texel (at most IN_PLACE_MAX_MACS multiply-adds).
 IN_PLACE_MAX_TEXELS = 4096
 IN_PLACE_MAX_MACS = 1024
+IN_PLACE_TEXELS_PER_PROGRAM = 100_000
 WEIGHT_TEXEL_BYTES = 16  # weight textures are RGBA32F
 # The dtype of the buffer a blocked conv's input atlas is copied into, by the atlas's: float16
 # is converted to float32 by the copy, once per texel, instead of by every fetch (llvmpipe
@@ -47,6 +48,16 @@ def buffer_texels(height: int, width: int) -> int:
     """The length of the buffer texture holding a (height, width) weight layout row by row:
     never a power of two, as no texture side is (layout.texture_side)."""
     return texture_side(height * width, 1 << 31)
+
+
+def _reads_in_place(op: Op, blocked: bool) -> bool:
+    """Whether conv `op` can read its input in a producer's blocked layout: a blocked DENSE
+    conv (conv_block_input.glsl), or a direct DEPTHWISE Conv (conv_direct.glsl)."""
+    variant = getattr(op, "variant", lambda: None)()
+    if blocked:
+        return variant == "DENSE"
+    return (variant == "DEPTHWISE" and op.op_type == "Conv"
+            and not op.node.attrs.get("input_mean"))
 
 
 def buffer_define(sampler: str) -> str:
@@ -105,12 +116,13 @@ class Plan:
         """Tensors left in the blocked layout of the conv that made them (name -> its
         Blocking): the next convs read its render-target array in place, so its unblock pass is
         skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*), its producer
-        writes one band per tile and every reader is a blocked DENSE conv taking it as its main
-        input (conv_block_input.glsl BLOCKED_INPUT); never a graph output, a kept tensor, or under
-        GLCNN_DEBUG >= 4 (which reads every layer); and only where its readers cannot read it as an
-        input buffer instead (its atlas is too large for Context.buffer_fits), which is faster
-        (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500 runs, three process
-        pairs). Values are stored exactly as the unblock pass would copy them."""
+        writes one band per tile and every reader takes it as its main input and is a blocked
+        DENSE conv (conv_block_input.glsl BLOCKED_INPUT) or a direct DEPTHWISE Conv
+        (conv_direct.glsl); never a graph output, a kept tensor, or under GLCNN_DEBUG >= 4 (which
+        reads every layer); and only where no blocked reader can read it as an input buffer
+        instead (its atlas is too large for Context.buffer_fits), which is faster (autoencoder
+        32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500 runs, three process pairs). Values
+        are stored exactly as the unblock pass would copy them."""
         if debug.level() >= 4:
             return {}
         out = {}
@@ -123,15 +135,18 @@ class Plan:
             if (blocking.bands == 1 and readers and name not in keep
                     and (texels <= IN_PLACE_MAX_TEXELS or macs <= IN_PLACE_MAX_MACS)
                     and name not in self.graph.outputs
-                    and all(op.node.name in self.blocking and op.node.inputs.index(name) == 0
-                            and op.node.inputs.count(name) == 1
-                            and getattr(op, "variant", lambda: None)() == "DENSE"
+                    and all(op.node.inputs.index(name) == 0 and op.node.inputs.count(name) == 1
+                            and _reads_in_place(op, op.node.name in self.blocking)
                             for op in readers)):
                 out[name] = blocking
         # Each reader reading in place is a program variant of its own, compiled cold in
-        # ~0.2-0.5 s on llvmpipe: worth it only where the unblock programs it saves make up
-        # for it (MobileNetV2: 13 -> 15 programs for 1-3 % of run time; autoencoder: 6 -> 5).
-        if out and self.program_count(out) > self.program_count({}):
+        # ~0.1-0.3 s on llvmpipe (once: Mesa's shader cache keeps it), and each unblock pass it
+        # saves ~5 ns per texel on every run (2.4 ms for 144 channels at 112²): a program more
+        # is worth IN_PLACE_TEXELS_PER_PROGRAM texels of unblocks skipped (MobileNetV2 1.4 at
+        # 224²: 12 -> 13 programs, 91 -> 86 ms; the autoencoder 32²: 6 -> 5 programs).
+        extra = self.program_count(out) - self.program_count({}) if out else 0
+        skipped = sum(math.prod(Atlas.of(self.shapes[name]).size) for name in out)
+        if extra > 0 and skipped < extra * IN_PLACE_TEXELS_PER_PROGRAM:
             return {}
         return out
 

@@ -159,7 +159,8 @@ class _Splicer:
                 if not self._ends_branch(text, groups):
                     continue
             elif not self._splice_included(included, chain, n):
-                self.out.append(f'// #include "{included}": spliced above')  # one line for one
+                # One line for one; no "#include" in it, which moderngl would try to resolve.
+                self.out.append(f'// include of "{included}": spliced above')
                 continue
             # Resume this file's numbering after lines that were not its own.
             self.out.append(f"#line {base + n + 1}")

@@ -1,6 +1,7 @@
 """Conv and ConvTranspose against glcnn.graph.reference: hypothesis properties, named cases,
 errors."""
 
+import math
 from dataclasses import dataclass
 
 import moderngl
@@ -437,6 +438,63 @@ def test_blocked_tensor_stays_an_atlas_when_it_must(ctx, monkeypatch):
     with glcnn.Pipeline(_chain(same, same), ctx, strategy="blocked") as pipe:
         assert pipe.plan.program_count({"h": pipe.blocking["h"]}) > pipe.plan.program_count({})
         assert pipe.blocked_tensors == {}
+
+
+# A direct depthwise conv (3×3: under BLOCK_MIN_WORK, never blocked) reads a blocked conv's output
+# in place too (conv_direct.glsl BLOCKED_INPUT): MobileNet's expansion 1×1 conv feeding its
+# depthwise conv then needs no unblock pass. Whether buffer textures exist or not: a direct conv
+# never reads an input buffer.
+DEPTHWISE_IN_PLACE = [  # (first, second, why)
+    (ConvCase(C, 16, 12, k=(1, 1), hw=(9, 9)),
+     ConvCase(C, 12, 12, pads=(1, 1, 1, 1), group=12, hw=(9, 9)),
+     "1x1 expansion (2x4 blocks) into a padded 3x3 depthwise: edge and inner taps"),
+    (ConvCase(C, 16, 8, k=(1, 1), hw=(6, 40)),
+     ConvCase(C, 8, 8, s=(2, 2), pads=(0, 1, 1, 0), group=8, hw=(6, 40)),
+     "1x8 blocks read by a stride-2 depthwise with asymmetric pads"),
+    (ConvCase(C, 3, 8, pads=(1, 1, 1, 1), hw=(10, 10)),
+     ConvCase(C, 8, 8, k=(3, 3), d=(2, 2), pads=(2, 2, 2, 2), group=8, hw=(10, 10)),
+     "a 3x3 conv from 3 channels into a dilated depthwise"),
+]
+
+
+@pytest.mark.parametrize("buffers", [True, False], ids=["buffers", "no-buffers"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize(("first", "second", "why"), DEPTHWISE_IN_PLACE, ids=_in_place_ids)
+def test_depthwise_conv_reads_blocked_tensor_in_place(ctx, monkeypatch, first, second, why,
+                                                      precision, buffers):
+    if not buffers:
+        _no_buffers(monkeypatch)
+    graph, x = _chain_and_input(ctx, first, second, False, precision)
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
+        assert set(pipe.blocked_tensors) == {"h"}, why
+        assert "h" in pipe.blocking and "y" not in pipe.blocking, why
+        assert "BLOCKED_INPUT" in pipe.plan.defines(pipe.ops[1], pipe.blocked_tensors)
+        y = pipe.run(x)
+    assert_close(y, reference.run(graph, x)["y"], precision, why)
+    monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_MAX_TEXELS", -1)
+    monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_MAX_MACS", -1)
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as copied:
+        assert copied.blocked_tensors == {}
+        np.testing.assert_array_equal(copied.run(x), y, err_msg=why)
+
+
+def test_in_place_pays_for_a_program_with_the_unblocks_it_skips(ctx, monkeypatch):
+    """A reader in place is a program of its own: accepted where the unblocked texels skipped
+    reach IN_PLACE_TEXELS_PER_PROGRAM per program added, refused below. Here h2, a graph
+    output, stays an atlas, so its depthwise reader keeps the atlas program and y reading h in
+    place adds one."""
+    first, second, why = DEPTHWISE_IN_PLACE[0]
+    graph = _chain(first, second)
+    graph.nodes += [Node(first.op, "h2", ["x"], first.attrs(), first.weights(7)),
+                    Node(second.op, "y2", ["h2"], second.attrs(), second.weights(8))]
+    graph.outputs += ["h2", "y2"]
+    skipped = math.prod(glcnn.layout.Atlas.of((first.co, *first.hw)).size)
+    for per_program, in_place in ((skipped + 1, {}), (skipped, {"h"})):
+        monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_TEXELS_PER_PROGRAM", per_program)
+        with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
+            blocked = {"h": pipe.blocking["h"]}
+            assert pipe.plan.program_count(blocked) == pipe.plan.program_count({}) + 1, why
+            assert set(pipe.blocked_tensors) == set(in_place), why
 
 
 def test_texture_of_a_tensor_read_in_place_names_keep(ctx, monkeypatch):

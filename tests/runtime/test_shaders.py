@@ -55,8 +55,8 @@ def test_a_file_is_spliced_once_per_program(fake_files):
     body = _body(build_source("a.glsl", {}))
     assert body.count("b1") == 1 and body.count("c1") == 1
     assert body[body.index("// file c.glsl"):] == [
-        "// file c.glsl", "#line 30001", '// #include "b.glsl": spliced above', "c2",
-        "#line 3", '// #include "common.glsl": spliced above', "a4"]
+        "// file c.glsl", "#line 30001", '// include of "b.glsl": spliced above', "c2",
+        "#line 3", '// include of "common.glsl": spliced above', "a4"]
 
 
 def test_include_in_a_conditional_resumes_numbering_after_each_branch(fake_files):
