@@ -46,10 +46,19 @@ void compute_block(int slice, int oy, int ox) {
             int kx = tap_column(t);
             w[t] = kx < KW ? gated(tap_weights(w_at, slice, c, kx), gate) : WEIGHTS(0.0);
 #endfor
+            // Every fetch of the slice first, then the multiply-adds: llvmpipe calls a function
+            // for each fetch and spills the live vector registers (the block's 32 accumulators)
+            // around it, so fetches between multiply-adds reloaded and spilled them each time.
+            vec4 fetched[BLOCK_Y * SPAN_X];
 #for jy < BLOCK_Y unroll 2
 #for m < SPAN_X unroll 24
-            vec4 stored = input_sample(tile, column[m], row[jy], row_layer[jy] + column_layer[m]);
-            vec4 x = input_activation(decode_with(stored, range));
+            fetched[jy * SPAN_X + m] = input_sample(tile, column[m], row[jy],
+                                                    row_layer[jy] + column_layer[m]);
+#endfor
+#endfor
+#for jy < BLOCK_Y unroll 2
+#for m < SPAN_X unroll 24
+            vec4 x = input_activation(decode_with(fetched[jy * SPAN_X + m], range));
             x = column_inside[m] && row_inside[jy] ? x : vec4(0.0);
             for (int jx = 0; jx < BLOCK_X; ++jx) {
                 int t = pair_tap(m, jx);

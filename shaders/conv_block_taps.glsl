@@ -30,9 +30,12 @@ void compute_block(int slice, int oy, int ox) {
                 INPUT_TILE tile = tile_at(origin);
                 mat2x4 range = storage_range(u_input_shape, s);
                 WEIGHTS w = gated(tap_weights(w_at, slice, c, kx), input_gate(s));  // for every pixel
+                vec4 fetched[BLOCK];  // fetches first (conv_block_columns.glsl says why)
 #for j < BLOCK unroll 8
-                vec4 stored = input_sample(tile, column[j], row[j], layer[j]);
-                vec4 x = input_activation(decode_with(stored, range));
+                fetched[j] = input_sample(tile, column[j], row[j], layer[j]);
+#endfor
+#for j < BLOCK unroll 8
+                vec4 x = input_activation(decode_with(fetched[j], range));
                 block_acc[j] += w * (inside[j] ? x : vec4(0.0));
 #endfor
             }
