@@ -23,12 +23,13 @@
 //          (the op defines compute_block() instead of compute(), see "Spatial blocking" below);
 //          RESIDUAL (add u_residual before activation); one of ACT_RELU, ACT_LEAKYRELU,
 //          ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID,
-//          ACT_HARDSWISH, ACT_SILU, or ACT_CLAMP (no activation, Relu or Clip in one program:
-//          clamp to u_act if u_act_on, glcnn/ops/base.py CLAMP_BOUNDS); POST_AFFINE (then
+//          ACT_HARDSWISH, ACT_SILU, or ACT_CLAMP (no activation, Relu, Clip, HardSigmoid or
+//          HardSwish in one program: clamp(a x + b) to u_act, times x for HardSwish, if u_act_on;
+//          glcnn/ops/base.py CLAMP_FORMS); POST_AFFINE (then
 //          v * scale + shift per channel, glcnn/graph/fuse_affine.py); OUTPUT_GRAD with a GRAD_
 //          define (after the residual add: v * f'(y), activation_derivative.glsl).
 // Uniforms: u_out (output shape), u_act (activation parameters: alpha/beta or min/max),
-//           u_act_on (ACT_CLAMP: 0 = no activation).
+//           u_act_on and u_act_form (ACT_CLAMP: 0 = no activation; (a, b, times x)).
 // Samplers: u_residual (RESIDUAL), u_slope (ACT_PRELU: 1xS texel row of slopes),
 //           u_affine (POST_AFFINE: rows scale, shift),
 //           u_ranges (STORAGE_U8: row 2*id = offsets, row 2*id + 1 = scales, per slice).
@@ -157,6 +158,7 @@ uniform sampler2D u_slope;
 #endif
 #ifdef ACT_CLAMP
 uniform int u_act_on;
+uniform vec3 u_act_form;  // (a, b, times x): clamp(a * x + b, u_act.x, u_act.y), times x if set
 #endif
 #ifdef POST_AFFINE
 uniform sampler2D u_affine;
@@ -188,7 +190,8 @@ vec4 activate(vec4 x, int slice) {
 #elif defined(ACT_SILU)
     return x * sigmoid(x);
 #elif defined(ACT_CLAMP)
-    return u_act_on != 0 ? clamp(x, u_act.x, u_act.y) : x;
+    vec4 t = clamp(u_act_form.x * x + u_act_form.y, u_act.x, u_act.y);
+    return u_act_on == 0 ? x : u_act_form.z != 0.0 ? x * t : t;
 #else
     return x;
 #endif

@@ -61,8 +61,8 @@
 #if !defined(BLOCKED_OUTPUT) && (defined(STRIDE_X) || defined(DILATION_X))
 #error STRIDE_X and DILATION_X need BLOCKED_OUTPUT (a direct conv reads u_stride, u_dilation)
 #endif
-#if defined(BLOCKED_INPUT) && !defined(DENSE) && !defined(DEPTHWISE)
-#error BLOCKED_INPUT needs DENSE or DEPTHWISE
+#if defined(BLOCKED_INPUT) && !(defined(DENSE) && defined(BLOCKED_OUTPUT)) && !defined(DEPTHWISE)
+#error BLOCKED_INPUT needs DENSE with BLOCKED_OUTPUT, or DEPTHWISE
 #endif
 #ifdef BLOCKED_INPUT
 #if !defined(IN_BLOCK_X) || !defined(IN_BLOCK_Y) || !defined(IN_BLOCK_STEP)

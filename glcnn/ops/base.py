@@ -41,9 +41,12 @@ AFFINE_WEIGHTS = ("affine_scale", "affine_shift")
 # into dL/dz of y = f(z), reading y as its last input (shaders/activation_derivative.glsl).
 # f' is computed from y (all a fused epilogue leaves): y > 0 iff z > 0 needs alpha > 0.
 GRAD_ACTIVATIONS = {"Relu": None, "LeakyRelu": 0.01, "Sigmoid": None, "Tanh": None, "Elu": 1.0}
-# No activation, Relu and Clip as one form, clamp(x, lo, hi) or x (shaders/common.glsl,
-# ACT_CLAMP): the bounds of each; no activation sets u_act_on = 0.
-CLAMP_BOUNDS = {"Relu": (0.0, math.inf), "Clip": None}  # Clip: its min and max
+# No activation and the piecewise-linear activations as one form (shaders/common.glsl, ACT_CLAMP):
+# y = clamp(a·x + b, lo, hi), times x for HardSwish, or x (u_act_on = 0). Each activation's
+# ((lo, hi), (a, b, times x)); None takes the activation's own parameters in their order
+# (Clip's min and max, HardSigmoid's alpha and beta).
+CLAMP_FORMS = {"Relu": ((0.0, math.inf), (1.0, 0.0, 0.0)), "Clip": (None, (1.0, 0.0, 0.0)),
+               "HardSigmoid": ((0.0, 1.0), None), "HardSwish": ((0.0, 1.0), (1 / 6, 0.5, 1.0))}
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -91,10 +94,11 @@ class Op:
     shader: str = ""
     samplers: tuple[str, ...] = ("u_input",)
     takes_input_activation = False  # attrs["input_activation"] (convs: ops/conv.py)
-    # True: no activation, Relu and Clip share one program (ACT_CLAMP, the bounds and whether
-    # to clamp in uniforms). Worth it for ops whose programs take long to JIT and come in
-    # all three (MobileNetV2's 1x1 convs; fast style's InstanceNorm with and without Relu);
-    # costs a uniform branch per output texel.
+    # True: no activation, Relu, Clip, HardSigmoid and HardSwish share one program (ACT_CLAMP,
+    # CLAMP_FORMS in uniforms). Worth it for ops whose programs take long to JIT and come in
+    # several (MobileNetV2's 1x1 convs; fast style's InstanceNorm with and without Relu; PP-OCR's
+    # convs with and without HardSwish, its SE convs' HardSigmoid); costs a multiply-add and
+    # two selects per output texel.
     clamp_activations = False
     # Weight samplers the pipeline may give as buffer textures (texelFetch(samplerBuffer)),
     # defining <NAME>_BUFFER (u_weights -> WEIGHTS_BUFFER) and the uniform <sampler>_width,
@@ -239,7 +243,7 @@ class Op:
     def _clamp_form(self) -> bool:
         """Whether the epilogue's activation runs as ACT_CLAMP (see `clamp_activations`)."""
         act = self.node.attrs.get("activation")
-        return self.clamp_activations and (act is None or act["op"] in CLAMP_BOUNDS)
+        return self.clamp_activations and (act is None or act["op"] in CLAMP_FORMS)
 
     def all_defines(self) -> dict:
         out = dict(self.defines())
@@ -278,14 +282,16 @@ class Op:
     def all_uniforms(self) -> dict:
         out = dict(self.uniforms())
         act = self.node.attrs.get("activation")
-        if self._clamp_form():
-            out["u_act_on"] = int(act is not None)
+        clamp_form = self._clamp_form()
+        if clamp_form:
+            out["u_act_on"], out["u_act_form"] = int(act is not None), (1.0, 0.0, 0.0)
         if act:
-            bounds = CLAMP_BOUNDS.get(act["op"]) if self._clamp_form() else None
-            if bounds is None:  # the activation's parameters, in their order
-                params = ACTIVATION_DEFAULTS[act["op"]]
-                bounds = ([float(act.get(k, v)) for k, v in params.items()] + [0.0, 0.0])[:2]
-            out["u_act"] = tuple(bounds)
+            params = ACTIVATION_DEFAULTS[act["op"]]  # the activation's parameters, in order
+            values = tuple(([float(act.get(k, v)) for k, v in params.items()] + [0.0, 0.0])[:2])
+            bounds, form = CLAMP_FORMS[act["op"]] if clamp_form else (None, None)
+            out["u_act"] = bounds or values
+            if clamp_form:
+                out["u_act_form"] = form or (*values, 0.0)
         if self.node.attrs.get("output_grad"):
             out["u_grad_alpha"] = self.grad_alpha() or 0.0
         return out

@@ -509,8 +509,8 @@ def test_texture_of_a_tensor_read_in_place_names_keep(ctx, monkeypatch):
 
 
 # --- programs shared between layers ---------------------------------------------------------
-# No activation, Relu and Clip compile to one conv program (ACT_CLAMP, the bounds in uniforms),
-# and a direct pass carries no blocked-only define (stride and dilation along x), so layers
+# No activation, Relu, Clip, HardSigmoid and HardSwish compile to one conv program (ACT_CLAMP,
+# the form in uniforms), and a direct pass carries no blocked-only define (stride and dilation along x), so layers
 # that differ only there share a program; each must still match the reference.
 def _siblings(case: ConvCase, activations: list) -> glcnn.graph.Graph:
     nodes = []
@@ -539,7 +539,8 @@ def _run_siblings(ctx, graph, precision, strategy):
 
 # Clip bounds inside the outputs' range (about ±70) but wide enough that u8's input rounding
 # (≈ 0.1 before the clip) stays within its tolerance, which scales by max(1, |reference|).
-CLAMPED = [None, {"op": "Relu"}, {"op": "Clip", "min": -20.0, "max": 25.0}]
+CLAMPED = [None, {"op": "Relu"}, {"op": "Clip", "min": -20.0, "max": 25.0},
+           {"op": "HardSigmoid", "alpha": 0.05, "beta": 0.4}, {"op": "HardSwish"}]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
@@ -548,7 +549,7 @@ CLAMPED = [None, {"op": "Relu"}, {"op": "Clip", "min": -20.0, "max": 25.0}]
     (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(9, 9)), "blocked"),
     (ConvCase(T, 8, 4, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(5, 5)), "blocked"),
 ], ids=lambda v: v.id("") if isinstance(v, ConvCase) else v)
-def test_no_activation_relu_and_clip_share_a_program(ctx, case, strategy, precision):
+def test_no_activation_and_clamp_activations_share_a_program(ctx, case, strategy, precision):
     programs, ref = _run_siblings(ctx, _siblings(case, CLAMPED), precision, strategy)
     assert len(programs) == 1
     assert ref["y0"].min() < -20 and ref["y0"].max() > 25, "both bounds must clip"
