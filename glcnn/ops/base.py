@@ -284,7 +284,7 @@ class Op:
         act = self.node.attrs.get("activation")
         clamp_form = self._clamp_form()
         if clamp_form:
-            out["u_act_on"], out["u_act_form"] = int(act is not None), (1.0, 0.0, 0.0)
+            out["u_act_on"] = int(act is not None)  # 0: u_act and u_act_form go unread
         if act:
             params = ACTIVATION_DEFAULTS[act["op"]]  # the activation's parameters, in order
             values = tuple(([float(act.get(k, v)) for k, v in params.items()] + [0.0, 0.0])[:2])
