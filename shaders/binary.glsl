@@ -1,14 +1,18 @@
 // binary.glsl - elementwise Add / Sub / Mul / Div / Max / Min of the input and a second operand.
-// Defines: OP_ADD | OP_SUB | OP_MUL | OP_DIV | OP_MAX | OP_MIN; OTHER_TENSOR (same shape),
+// Defines: OP_ARITH (Add, Sub, Mul, Max or Min, chosen by u_op) | OP_DIV; OTHER_TENSOR (same shape),
 //          OTHER_CHANNEL ((C,1,1) tensor), OTHER_CONSTANT (per-channel constant in u_params row 0),
 //          OTHER_BROADCAST (two tensors, each axis the output's size or 1 on either side),
 //          OTHER_ATLAS (a constant glcnn-shaped tensor u_const, broadcast likewise);
-//          SWAP (b op a instead of a op b: a constant minus or divided by the input).
-// Uniforms: u_input_shape, u_other_shape, u_const_shape (OTHER_ATLAS).
+//          SWAP (OP_DIV: b / a instead of a / b, a constant divided by the input).
+// Uniforms: u_input_shape, u_other_shape, u_const_shape (OTHER_ATLAS); u_op (OP_ARITH:
+//           glcnn/ops/binary.py ARITH, b - a for a Sub with swap).
 // Samplers: u_input, u_other | u_params | u_const.
 
-#if defined(OP_ADD) + defined(OP_SUB) + defined(OP_MUL) + defined(OP_DIV) + defined(OP_MAX) + defined(OP_MIN) != 1
-#error binary.glsl needs exactly one of OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX and OP_MIN
+#if defined(OP_ARITH) + defined(OP_DIV) != 1
+#error binary.glsl needs exactly one of OP_ARITH and OP_DIV
+#endif
+#if defined(SWAP) && !defined(OP_DIV)
+#error SWAP is OP_DIV's (OP_ARITH subtracts the other way by u_op)
 #endif
 #if defined(OTHER_TENSOR) + defined(OTHER_CHANNEL) + defined(OTHER_CONSTANT) + defined(OTHER_BROADCAST) + defined(OTHER_ATLAS) != 1
 #error binary.glsl needs exactly one of OTHER_TENSOR, OTHER_CHANNEL, OTHER_CONSTANT, OTHER_BROADCAST and OTHER_ATLAS
@@ -50,7 +54,16 @@ vec4 other(int slice, int y, int x) {
 #endif
 }
 
-#if defined(OP_DIV)
+#ifdef OP_ARITH
+// The ops whose programs differ in one instruction share one (fewer programs to JIT: YOLOv8n's
+// Add, Sub and Mul were 6 programs); u_op picks, the same value for every fragment.
+uniform int u_op;  // 0 a + b, 1 a - b, 2 b - a, 3 a * b, 4 max(a, b), 5 min(a, b)
+
+vec4 arith(vec4 a, vec4 b) {
+    return u_op == 0 ? a + b : u_op == 1 ? a - b : u_op == 2 ? b - a
+         : u_op == 3 ? a * b : u_op == 4 ? max(a, b) : min(a, b);
+}
+#else
 const float FLT_MIN = 1.17549435e-38;  // smallest normal float: below it a driver may flush
 const float FLT_MAX = 3.40282347e38;
 
@@ -80,16 +93,8 @@ vec4 compute(int slice, int y, int x) {
     vec4 a = first(slice, y, x);
     vec4 b = other(slice, y, x);
 #endif
-#if defined(OP_ADD)
-    return a + b;
-#elif defined(OP_SUB)
-    return a - b;
-#elif defined(OP_MUL)
-    return a * b;
-#elif defined(OP_MAX)
-    return max(a, b);
-#elif defined(OP_MIN)
-    return min(a, b);
+#ifdef OP_ARITH
+    return arith(a, b);
 #else
     return divide(a, b);
 #endif

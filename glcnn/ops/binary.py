@@ -46,6 +46,11 @@ from ..layout import Atlas, pack, pack_channels
 from .base import Op, register
 
 
+# binary.glsl's u_op for the ops of OP_ARITH (one program for all of them; Div has its own):
+# (without swap, with swap) — only Sub subtracts the other way.
+ARITH = {"Add": (0, 0), "Sub": (1, 2), "Mul": (3, 3), "Max": (4, 4), "Min": (5, 5)}
+
+
 def broadcast_shape(a: tuple, b: tuple) -> tuple | None:
     """The numpy broadcast of glcnn shapes `a` and `b` (per axis: equal, or 1 on one side),
     or None if they do not broadcast."""
@@ -98,8 +103,13 @@ class Binary(Op):
         return ("u_input",) if self.mode in ("CONSTANT", "ATLAS") else ("u_input", "u_other")
 
     def defines(self):
-        swap = {"SWAP": 1} if int(self.node.attrs.get("swap", 0)) else {}
-        return {"OP_" + self.node.op.upper(): 1, "OTHER_" + self.mode: 1} | swap
+        other = {"OTHER_" + self.mode: 1}
+        if self.node.op in ARITH:
+            return {"OP_ARITH": 1} | other
+        return {"OP_DIV": 1} | other | ({"SWAP": 1} if self._swap() else {})
+
+    def _swap(self) -> bool:
+        return bool(int(self.node.attrs.get("swap", 0)))
 
     def textures(self):
         if self.mode == "ATLAS":
@@ -107,5 +117,7 @@ class Binary(Op):
         return {"u_params": pack_channels(self.constant)} if self.mode == "CONSTANT" else {}
 
     def uniforms(self):
-        return {"u_const_shape": Atlas.of(self.constant.shape).shape_uniform} \
-            if self.mode == "ATLAS" else {}
+        out = {"u_op": ARITH[self.node.op][self._swap()]} if self.node.op in ARITH else {}
+        if self.mode == "ATLAS":
+            out["u_const_shape"] = Atlas.of(self.constant.shape).shape_uniform
+        return out

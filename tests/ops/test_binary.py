@@ -107,6 +107,33 @@ def test_max_min_fast_paths(ctx, op, shapes, weights, precision):
     check(ctx, op, {}, shapes, precision, w)
 
 
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("mode", ["tensor", "atlas"])
+def test_arithmetic_ops_share_a_program(ctx, mode, precision):
+    """Add, Sub (both ways), Mul, Max and Min of one operand form run one program (binary.glsl
+    OP_ARITH, the op in u_op), each still matching the reference; Div keeps its own."""
+    ops = [("Add", 0), ("Sub", 0), ("Sub", 1), ("Mul", 0), ("Max", 0), ("Min", 0), ("Div", 0)]
+    rng = np.random.default_rng(5)
+    shape = (6, 5, 7)
+    b = _constant(shape, "Div") if mode == "atlas" else None
+    inputs = ["x"] if mode == "atlas" else ["x", "z"]
+    nodes = [Node(op, f"{op}{swap}", inputs, {"swap": swap} if swap else {},
+                  {"B": b} if mode == "atlas" else {}) for op, swap in ops]
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    if mode == "tensor":
+        feeds["z"] = (rng.uniform(1, 3, shape) * rng.choice([-1, 1], shape)).astype(np.float32)
+    graph = glcnn.graph.Graph({k: shape for k in feeds}, nodes, [n.name for n in nodes])
+    if precision == "u8":
+        glcnn.calibrate(graph, [feeds], ctx)
+    with glcnn.Pipeline(graph, ctx, precision=precision) as pipe:
+        programs = {p.op.node.op: id(p.program) for p in pipe.passes}
+        ys = pipe.run(feeds)
+    ref = reference.run(graph, feeds)
+    for node in nodes:
+        assert_close(ys[node.name], ref[node.name], precision, f"{node.name} {mode} {precision}")
+    assert len(set(programs.values())) == 2 and programs["Div"] != programs["Add"]
+
+
 def test_max_min_reference():
     a = np.array([[[1.0, -2.0, 3.0]]])
     b = np.array([[[0.5, -1.0, 4.0]]])
