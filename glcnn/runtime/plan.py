@@ -51,9 +51,11 @@ def buffer_texels(height: int, width: int) -> int:
 
 
 def _reads_in_place(op: Op, blocked: bool) -> bool:
-    """Whether conv `op` can read its input in a producer's blocked layout: a blocked DENSE
-    conv or blocked DEPTHWISE Conv (conv_block_input.glsl), or a direct DEPTHWISE Conv
-    (conv_direct.glsl)."""
+    """Whether `op` can read its input in a producer's blocked layout: a blocked DENSE conv or
+    blocked DEPTHWISE Conv (conv_block_input.glsl), a direct DEPTHWISE Conv (conv_direct.glsl),
+    or a MaxPool or AveragePool (pool.glsl)."""
+    if op.op_type in ("MaxPool", "AveragePool") and op.shader == "pool.glsl":
+        return True
     variant = _variant(op)
     if blocked and variant == "DENSE":
         return True
@@ -123,8 +125,9 @@ class Plan:
         Blocking): the next convs read its render-target array in place, so its unblock pass is
         skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*), its producer
         writes one band per tile and every reader takes it as its main input and is a blocked
-        DENSE conv (conv_block_input.glsl BLOCKED_INPUT) or a DEPTHWISE Conv, blocked or direct
-        (conv_direct.glsl); never a graph output, a kept tensor, or under GLCNN_DEBUG >= 4 (which
+        DENSE conv (conv_block_input.glsl BLOCKED_INPUT), a DEPTHWISE Conv, blocked or direct
+        (conv_direct.glsl), or a MaxPool or AveragePool (pool.glsl: MTCNN's conv → pool pairs);
+        never a graph output, a kept tensor, or under GLCNN_DEBUG >= 4 (which
         reads every layer); and only where no blocked DENSE reader can read it as an input buffer
         instead (its atlas is too large for Context.buffer_fits), which is faster for it
         (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500 runs, three process
