@@ -9,6 +9,8 @@
 - `fold_flatten_order`: Transpose → Flatten → dense layer (a Keras Flatten of channels-last
   data, as tf2onnx writes it) becomes Flatten → dense layer with the rows of its weights
   permuted: the Transpose pass goes.
+- `flatten_dense_to_conv`: Flatten → dense layer over a small (C, H, W) tensor becomes one
+  conv with an H×W kernel (the same sums, one pass fewer).
 - `fuse_space_to_depth`: a channel Concat of the k·k strided views x[:, a::k, b::k] of one
   tensor (YOLOv5's and YOLOX's Focus: eight Slice passes and a Concat) becomes one Rearrange.
 - `fuse_residual_add`: Add(conv, other) becomes the conv with `residual` (the add happens in
@@ -302,6 +304,41 @@ def fold_flatten_order(graph: Graph) -> Graph:
     return graph
 
 
+# The largest dense layer (K·N weights) flatten_dense_to_conv turns into a conv: MTCNN's
+# 576 × 128 and 1152 × 256; a VGG head's 25088 × 4096 stays a Gemm, whose texture layout holds
+# any K.
+FLATTEN_CONV_MAX_WEIGHTS = 1 << 20
+
+
+def flatten_dense_to_conv(graph: Graph) -> Graph:
+    """Rewrite each Flatten → dense layer (the Flatten's only reader, nothing fused) over a
+    (C, H, W) tensor into a Conv with a valid H×W kernel: output n = Σ_{c,y,x} x[c, y, x] ·
+    B[c·H·W + y·W + x, n] + bias, the Gemm's dot product (summed in another order). The
+    Flatten's pass (a relayout of every texel) goes: MTCNN R-Net 11 → 10 passes."""
+    candidates = [(n, graph.producer(n.inputs[0])) for n in graph.nodes
+                  if n.op in ("Gemm", "MatMul")]
+    candidates = [(n, flat) for n, flat in candidates if flat is not None
+                  and flat.op in ("Flatten", "Reshape") and not flat.attrs.get("activation")
+                  and graph.sole_consumer(flat.name) is n and flat.name not in graph.outputs]
+    shapes = build_ops(graph)[1] if candidates else {}
+    for node, flat in candidates:
+        source = shapes[flat.inputs[0]]
+        if not dense(node, shapes) or source[1:] == (1, 1) or \
+                shapes[flat.name][0] != int(np.prod(source)):
+            continue
+        gemm = scale_dense(node, np.ones(shapes[node.name][0]), np.zeros(shapes[node.name][0]))
+        b = gemm.weights["B"]  # (K, N)
+        if b.size > FLATTEN_CONV_MAX_WEIGHTS:
+            continue
+        w = np.ascontiguousarray(b.T.reshape(b.shape[1], *source))
+        node.op, node.inputs = "Conv", [flat.inputs[0]]
+        node.attrs = {"kernel_shape": list(source[1:]), "strides": [1, 1], "pads": [0] * 4,
+                      "dilations": [1, 1], "group": 1}
+        node.weights = {"W": w, "B": gemm.weights["C"]}
+        graph.nodes.remove(flat)
+    return graph
+
+
 class _View(NamedTuple):
     """A chain of Slices of `source`: its nodes, and per axis (C, H, W) the range of source
     indices it keeps."""
@@ -365,5 +402,6 @@ def optimize(graph: Graph) -> Graph:
     graph = fuse_space_to_depth(graph)
     graph = drop_identity_reshapes(expand_reductions(fuse_layernorm(graph)))
     graph = fold_flatten_order(fold_affine(fuse_swish(fold_batchnorm(graph)), into="weights"))
+    graph = flatten_dense_to_conv(graph)
     graph = fold_affine(fuse_activations(fuse_residual_add(graph)), into="epilogue")
     return fuse_input_activations(fuse_input_gates(fuse_pooled_convs(graph)))

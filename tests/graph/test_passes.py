@@ -343,12 +343,52 @@ def _flatten_dense(perm, op="MatMul", reads_twice=False):
                                       ([0, 1, 3, 2], "MatMul")])
 def test_transpose_before_a_flatten_folds_into_the_dense_weights(ctx, perm, op, precision):
     out = optimised_matches_original(ctx, _flatten_dense(perm, op), precision)
-    assert signature(out) == ["Flatten", "Gemm+Relu"]
+    assert signature(out) == ["Conv+Relu"]  # then Flatten → dense is a conv (below)
 
 
 def test_transpose_read_elsewhere_stays(ctx):
     out = optimised_matches_original(ctx, _flatten_dense([0, 2, 3, 1], reads_twice=True))
-    assert signature(out) == ["Transpose", "Flatten", "MatMul+Relu"]
+    assert signature(out) == ["Transpose", "Conv+Relu"]
+
+
+# --- flatten_dense_to_conv ----------------------------------------------------------------------
+def _flatten_then(op, shape=(6, 3, 4), n=9, attrs=None, flat_op="Flatten", outputs=("y",)):
+    """x `shape` → Flatten → dense of C·H·W → n features → PRelu (MTCNN's head)."""
+    rng = np.random.default_rng(8)
+    k = int(np.prod(shape))
+    attrs = attrs or {}
+    b = rng.standard_normal((n, k) if attrs.get("transB") else (k, n)).astype(np.float32)
+    weights = {"B": b} | ({"C": rng.standard_normal(n).astype(np.float32)} if op == "Gemm" else {})
+    flat_attrs = {"shape": [1, k]} if flat_op == "Reshape" else {}
+    slope = {"slope": rng.uniform(0.1, 0.3, n).astype(np.float32)}
+    nodes = [Node(flat_op, "flat", ["x"], flat_attrs), Node(op, "fc", ["flat"], attrs, weights),
+             Node("PRelu", "y", ["fc"], {}, slope)]
+    return Graph({"x": shape}, nodes, list(outputs))
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("op, attrs, flat_op", [
+    ("Gemm", {"transB": 1, "alpha": 0.5, "beta": 2.0}, "Flatten"),
+    ("Gemm", {}, "Reshape"),
+    ("MatMul", {}, "Flatten"),
+])
+def test_flatten_then_dense_becomes_one_conv(ctx, op, attrs, flat_op, precision):
+    out = optimised_matches_original(ctx, _flatten_then(op, attrs=attrs, flat_op=flat_op),
+                                     precision)
+    assert signature(out) == ["Conv+PRelu"]
+    assert out.nodes[0].attrs["kernel_shape"] == [3, 4] and out.nodes[0].inputs == ["x"]
+
+
+def test_flatten_dense_stays_where_a_conv_would_not_do(ctx, monkeypatch):
+    """The Flatten read elsewhere (here a graph output), a dense layer over (K, 1, 1) (no
+    Flatten pass to save), and one with more weights than FLATTEN_CONV_MAX_WEIGHTS."""
+    out = optimised_matches_original(ctx, _flatten_then("Gemm", outputs=("y", "flat")))
+    assert signature(out) == ["Flatten", "Gemm+PRelu"]
+    out = optimised_matches_original(ctx, _flatten_then("Gemm", shape=(72, 1, 1)))
+    assert signature(out) == ["Gemm+PRelu"]
+    monkeypatch.setattr(passes, "FLATTEN_CONV_MAX_WEIGHTS", 72 * 9 - 1)
+    out = optimised_matches_original(ctx, _flatten_then("Gemm"))
+    assert signature(out) == ["Flatten", "Gemm+PRelu"]
 
 
 # --- fuse_space_to_depth ----------------------------------------------------------------------
