@@ -64,6 +64,28 @@ class Atlas:
         c, h, w = (int(v) for v in shape)
         return cls(c, h, w)
 
+    def tile_origin(self, s: int) -> tuple[int, int]:
+        """(x, y) texel of the corner of slice `s`'s tile."""
+        return s % self.cols * self.width, s // self.cols * self.height
+
+    def copy_rects(self, out: "Atlas", moves, index: int = 0, shift=(0, 0), rects=None) -> list:
+        """Append to `rects` (a new list by default) the copies moving whole tiles of this
+        atlas into `out`: for each (slice s, output slice d) of `moves`, tile s to the corner
+        of tile d shifted by `shift` texels, as (index, source x, source y, output x, output y,
+        width, height); a tile right after the last one in a row of both atlases widens it
+        (glcnn.runtime.gl.TileCopies runs them)."""
+        rects = [] if rects is None else rects
+        for s, d in moves:
+            (sx, sy), (dx, dy) = self.tile_origin(s), out.tile_origin(d)
+            dx, dy = dx + shift[0], dy + shift[1]
+            last = rects[-1] if rects else None
+            if last and (last[0], last[2], last[4]) == (index, sy, dy) and \
+                    (last[1] + last[5], last[3] + last[5]) == (sx, dx):
+                rects[-1] = (*last[:5], last[5] + self.width, last[6])
+            else:
+                rects.append((index, sx, sy, dx, dy, self.width, self.height))
+        return rects
+
 
 
 @dataclass(frozen=True)

@@ -88,16 +88,8 @@ class Concat(Op):
         out, rects, offset = Atlas.of(self.output_shape()), [], 0
         for i, part in enumerate(self.parts):
             src = Atlas.of(part)
-            for s in range(src.slices):
-                d = s + offset // 4 if self.axis == 0 else s  # the output slice
-                dx = d % out.cols * out.width + (offset if self.axis == 2 else 0)
-                dy = d // out.cols * out.height + (offset if self.axis == 1 else 0)
-                sx, sy = s % src.cols * src.width, s // src.cols * src.height
-                last = rects[-1] if rects else None
-                if last and (last[0], last[2], last[4]) == (i, sy, dy) and \
-                        (last[1] + last[5], last[3] + last[5]) == (sx, dx):
-                    rects[-1] = (*last[:5], last[5] + src.width, last[6])  # the next tile in a row
-                else:
-                    rects.append((i, sx, sy, dx, dy, src.width, src.height))
+            step = offset // 4 if self.axis == 0 else 0  # output slice d = s + step
+            shift = (offset if self.axis == 2 else 0, offset if self.axis == 1 else 0)
+            src.copy_rects(out, [(s, s + step) for s in range(src.slices)], i, shift, rects)
             offset += part[self.axis]
         return rects

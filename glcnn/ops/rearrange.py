@@ -33,7 +33,9 @@ import math
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError, quote
+from ..layout import Atlas
 from .base import Op, register
+from .concat import EPILOGUE_ATTRS
 
 MAX_DIMS = 6  # u_dims[6] and u_dims2[6] in shaders/rearrange.glsl
 INT_LIMIT = 1 << 31  # GLSL int: every index the shader computes stays below
@@ -143,6 +145,26 @@ class Rearrange(Op):
             dims, strides = merge_dims(dims, [s * scale for s in strides])
             offset, dims2, strides2 = offset * scale, [], []
         return dims, strides, offset, dims2, strides2
+
+    def tile_copies(self) -> list[tuple[int, int, int, int, int, int, int]] | None:
+        """The op as copies of whole tiles (Plan.copies, as a Concat's) when it takes channels
+        c0 .. c0 + C' - 1 of its input unchanged, c0 a multiple of 4 and C' too or reaching the
+        input's last channel (a YOLO C2f Split, a channel Slice): output slice d is input slice
+        d + c0 / 4, texel for texel; else None. On llvmpipe a YOLOv8n Split half (16 of 32
+        channels at 80²) took 0.34-0.37 ms drawn."""
+        dims, strides, offset, dims2, _ = self.index_map()
+        (c, h, w), (c_out, h_out, w_out) = self.in_shapes[0], self.shape
+        plane = h * w
+        if any(self.node.attrs.get(a) for a in EPILOGUE_ATTRS) or dims2 or strides != [1] or \
+                (h_out, w_out) != (h, w) or offset % (4 * plane):
+            return None
+        first = offset // plane  # c0
+        if c_out % 4 and first + c_out != c:
+            return None
+        out = Atlas.of(self.shape)
+        step = first // 4
+        return Atlas.of(self.in_shapes[0]).copy_rects(
+            out, [(d + step, d) for d in range(out.slices)])
 
     def defines(self):
         dims, _, _, dims2, _ = self.index_map()

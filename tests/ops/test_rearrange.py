@@ -246,3 +246,44 @@ def test_bad_attributes_name_the_layer(attrs, in_shape, error, message):
     with pytest.raises(error, match=message) as info:
         make_op(node, [in_shape])
     assert "'layer_under_test' (Rearrange)" in str(info.value)
+
+
+# (input shape, first channel, channels taken, whether the pipeline copies tiles): a window of
+# whole slices is moved texel for texel (YOLOv8's C2f Split); one that mixes slices is drawn.
+WINDOWS = [
+    ((32, 6, 7), 16, 16, True),   # the second half
+    ((32, 6, 7), 0, 12, True),    # the first 3 slices of 8
+    ((14, 5, 9), 8, 6, True),     # to the last channel: the input's spare lanes are zero too
+    ((14, 5, 9), 4, 6, False),    # 6 channels ending mid-slice: lanes 10, 11 of slice 2 differ
+    ((16, 5, 9), 2, 8, False),    # starting mid-slice
+]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize(("in_shape", "first", "count", "copies"), WINDOWS)
+def test_channel_window_of_whole_slices_runs_as_tile_copies(ctx, in_shape, first, count, copies,
+                                                            precision):
+    """Channels first .. first + count - 1 (a contiguous Rearrange) against numpy; as tile
+    copies where aligned (never in u8, whose tensors have their own ranges), the output atlas
+    exactly what the shader writes, its empty cells zero over stale values."""
+    c, h, w = in_shape
+    attrs = {"shape": [count, h, w], "dims": [count * h * w], "strides": [1],
+             "offset": first * h * w}
+    graph = single_op_graph("Rearrange", attrs, [in_shape])
+    feeds = {"x0": np.random.default_rng(c + first).standard_normal(in_shape).astype(np.float32)}
+    if precision == "u8":
+        glcnn.calibrate(graph, [feeds], ctx)
+    with glcnn.Pipeline(graph, ctx, precision=precision, keep="all") as pipe:
+        assert (pipe.passes[0].copies is not None) == (copies and precision != "u8")
+        out = pipe.texture("y")
+        dtype = {"f4": np.float32, "f2": np.float16, "f1": np.uint8}[out.dtype]
+        out.write(np.full((out.height, out.width, 4), 7, dtype))  # stale values
+        y = pipe.run(feeds)
+        stored = pipe.read("x0")
+        texels = np.frombuffer(out.read(), dtype)
+    assert_close(y, stored[first:first + count], precision, f"window {first}+{count} {in_shape}")
+    if precision != "u8":
+        np.testing.assert_array_equal(y, stored[first:first + count])
+        width, height = glcnn.layout.Atlas.of(y.shape).size
+        atlas = texels.reshape(out.height, out.width, 4)[:height, :width]
+        np.testing.assert_array_equal(atlas, glcnn.layout.pack(y).astype(atlas.dtype))
