@@ -1,6 +1,7 @@
 // binary.glsl - elementwise Add / Sub / Mul / Div / Max / Min of the input and a second operand.
-// Defines: OP_ARITH (Add, Sub, Mul, Max or Min, chosen by u_op) | OP_DIV; OTHER_TENSOR (same shape),
-//          OTHER_CHANNEL ((C,1,1) tensor), OTHER_CONSTANT (per-channel constant in u_params row 0),
+// Defines: OP_ARITH (Add, Sub, Mul, Max or Min, chosen by u_op) | OP_DIV;
+//          OTHER_TENSOR (same shape), OTHER_CHANNEL ((C,1,1) tensor),
+//          OTHER_CONSTANT (per-channel constant in u_params row 0),
 //          OTHER_BROADCAST (two tensors, each axis the output's size or 1 on either side),
 //          OTHER_ATLAS (a constant glcnn-shaped tensor u_const, broadcast likewise);
 //          SWAP (OP_DIV: b / a instead of a / b, a constant divided by the input).
