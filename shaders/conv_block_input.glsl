@@ -1,12 +1,14 @@
 // conv_block_input.glsl - where a blocked conv (conv_block.glsl) reads its input (and, with
-// BLOCKED_INPUT, a direct depthwise conv: conv_direct.glsl input_texel), in one of three forms
+// BLOCKED_INPUT, a direct depthwise conv's input_texel and a pool's pool_input, each through
+// input_pixel(tile, y, x)), in one of three forms
 // behind one interface: column_at(x, layer) and row_at(y, layer) give where input column x and
 // row y lie in a tile (and their part of the layer), tile_at(origin) names the
 // tile starting at atlas texel `origin`, input_sample(tile, column, row, layer) reads a stored
 // texel, and first_tile(slice) and next_tile(origin) walk the tiles of a group's input slices.
 // Defines: BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (the producer's render
 //          targets, read in place), INPUT_BUFFER (the atlas copied into a buffer texture), or
-//          neither (the atlas as a 2D texture). Uniforms and samplers: conv_inputs.glsl.
+//          neither (the atlas as a 2D texture). Uniforms and samplers: conv_inputs.glsl (a
+//          pool's: pool_window.glsl).
 
 #ifdef BLOCKED_INPUT
 // Blocked input. Layer j = jy * IN_BLOCK_X + jx of u_input holds pixel (jy, jx) of every block of
@@ -50,6 +52,15 @@ ivec2 next_tile(ivec2 origin) {
 INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
 vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
     return textureLod(u_input, vec3(tile + vec2(column, row), float(layer)), 0.0);
+}
+
+// The stored texel of input pixel (y, x) in the tile at `tile`: one pixel read alone (a direct
+// depthwise conv's tap, a pool's), where a blocked conv shares rows and columns between taps.
+vec4 input_pixel(INPUT_TILE tile, int y, int x) {
+    int ly, lx;
+    INPUT_AXIS row = row_at(y, ly);
+    INPUT_AXIS column = column_at(x, lx);
+    return input_sample(tile, column, row, ly + lx);
 }
 #else
 #ifdef INPUT_BUFFER

@@ -17,11 +17,7 @@
 // conv_block_input.glsl (included by conv.glsl), `origin` its cell (first_tile).
 vec4 input_texel(ivec2 origin, int slice, int y, int x) {
 #ifdef BLOCKED_INPUT
-    int ly, lx;
-    INPUT_AXIS row = row_at(y, ly);
-    INPUT_AXIS column = column_at(x, lx);
-    return input_activation(decode(input_sample(tile_at(origin), column, row, ly + lx),
-                                   u_input_shape, slice));
+    return input_activation(decode(input_pixel(tile_at(origin), y, x), u_input_shape, slice));
 #elif defined(INPUT_MEAN)
     // The mean of the slice's H×W tile (a 1×1 conv's only tap reads y = x = 0).
     vec4 sum = vec4(0.0);

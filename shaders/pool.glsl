@@ -27,11 +27,8 @@
 // tile_at(first_tile(slice)); else unused).
 vec4 pool_input(vec2 tile, int slice, ivec2 p) {
 #ifdef BLOCKED_INPUT
-    if (uint(p.x) >= uint(u_input_shape.z) || uint(p.y) >= uint(u_input_shape.y)) return vec4(0.0);
-    int ly, lx;
-    INPUT_AXIS row = row_at(p.y, ly);
-    INPUT_AXIS column = column_at(p.x, lx);
-    return decode(input_sample(tile, column, row, ly + lx), u_input_shape, slice);
+    bool inside_input = uint(p.x) < uint(u_input_shape.z) && uint(p.y) < uint(u_input_shape.y);
+    return inside_input ? decode(input_pixel(tile, p.y, p.x), u_input_shape, slice) : vec4(0.0);
 #else
     return fetch(u_input, u_input_shape, slice, p.y, p.x);
 #endif
