@@ -28,6 +28,7 @@ channel alone. Measured on llvmpipe, 2 cores, 64×128×128: 3.6–5.2 ms per pas
 three 3-axis transposes, a channels-last reshape), the glcnn Transpose 1.5–4.7 ms.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -152,6 +153,10 @@ class Rearrange(Op):
         input's last channel (a YOLO C2f Split, a channel Slice): output slice d is input slice
         d + c0 / 4, texel for texel; else None. On llvmpipe a YOLOv8n Split half (16 of 32
         channels at 80²) took 0.34-0.37 ms drawn."""
+        return self._tile_copies
+
+    @functools.cached_property
+    def _tile_copies(self):  # asked for by the plan and the compiler: made once (as Concat's)
         dims, strides, offset, dims2, _ = self.index_map()
         (c, h, w), (c_out, h_out, w_out) = self.in_shapes[0], self.shape
         plane = h * w
