@@ -1,14 +1,16 @@
 // conv_block_input.glsl - where a blocked conv (conv_block.glsl) reads its input (and, with
 // BLOCKED_INPUT, a direct depthwise conv's input_texel and a pool's pool_input, each through
-// input_pixel(tile, y, x)), in one of three forms
-// behind one interface: column_at(x, layer) and row_at(y, layer) give where input column x and
-// row y lie in a tile (and their part of the layer), tile_at(origin) names the
-// tile starting at atlas texel `origin`, input_sample(tile, column, row, layer) reads a stored
-// texel, and first_tile(slice) and next_tile(origin) walk the tiles of a group's input slices.
+// input_pixel(tile, y, x)), in one of four forms behind one interface: column_at(x, layer) and
+// row_at(y, layer) give where input column x and row y lie in a tile (and their part of the
+// layer), tile_at(origin) names the tile starting at atlas texel `origin`,
+// input_sample(tile, column, row, layer) reads a stored texel, and first_tile(slice) and
+// next_tile(origin) walk the tiles of a group's input slices.
 // Defines: BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (the producer's render
-//          targets, read in place), INPUT_BUFFER (the atlas copied into a buffer texture), or
-//          neither (the atlas as a 2D texture). Uniforms and samplers: conv_inputs.glsl (a
-//          pool's: pool_window.glsl).
+//          targets, read in place; with INPUT_BUFFER too, from a buffer texture that the
+//          pipeline copies the render-target array into before the pass, layer after layer),
+//          INPUT_BUFFER alone (the atlas copied into a buffer texture), or neither (the atlas
+//          as a 2D texture). Uniforms and samplers: conv_inputs.glsl (a pool's:
+//          pool_window.glsl).
 
 #ifdef BLOCKED_INPUT
 // Blocked input. Layer j = jy * IN_BLOCK_X + jx of u_input holds pixel (jy, jx) of every block of
@@ -24,6 +26,28 @@ ivec2 blocked_axis(int x, int block) {
     return ivec2(c / span * IN_BLOCK_STEP + within % IN_BLOCK_STEP, within / IN_BLOCK_STEP);
 }
 
+#ifdef INPUT_BUFFER
+// The array copied into a buffer texture (u_input_width texels a row, u_input_layer a layer):
+// one texelFetch at index tile + row + column, the layer folded into the column's index (so
+// `layer` is 0). Coordinates outside the input are clamped into it first, so every index
+// lies inside the buffer: their taps are masked anyway.
+#define INPUT_AXIS int
+INPUT_AXIS column_at(int x, out int layer) {
+    ivec2 b = blocked_axis(min(x, u_input_shape.z - 1), IN_BLOCK_X);
+    layer = 0;
+    return b.x + b.y * u_input_layer;
+}
+INPUT_AXIS row_at(int y, out int layer) {
+    ivec2 b = blocked_axis(min(y, u_input_shape.y - 1), IN_BLOCK_Y);
+    layer = 0;
+    return b.x * u_input_width + b.y * IN_BLOCK_X * u_input_layer;
+}
+#define INPUT_TILE int
+INPUT_TILE tile_at(ivec2 origin) { return origin.y * u_input_width + origin.x; }
+vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
+    return texelFetch(u_input, tile + row + column);
+}
+#else
 // Texture coordinate (relative to the tile) and layer of input column x and row y.
 #define INPUT_AXIS float
 INPUT_AXIS column_at(int x, out int layer) {
@@ -36,6 +60,12 @@ INPUT_AXIS row_at(int y, out int layer) {
     layer = b.y * IN_BLOCK_X;
     return (float(b.x) + 0.5) * input_texel_size.y;
 }
+#define INPUT_TILE vec2
+INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
+vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
+    return textureLod(u_input, vec3(tile + vec2(column, row), float(layer)), 0.0);
+}
+#endif  // INPUT_BUFFER
 
 ivec2 first_tile(int slice) {
     int row = div_floor(slice, u_in_block.z);
@@ -46,12 +76,6 @@ ivec2 first_tile(int slice) {
 ivec2 next_tile(ivec2 origin) {
     origin.x += u_in_block.w;
     return origin.x < u_in_block.z * u_in_block.w ? origin : ivec2(0, origin.y + u_in_block.x);
-}
-
-#define INPUT_TILE vec2
-INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
-vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
-    return textureLod(u_input, vec3(tile + vec2(column, row), float(layer)), 0.0);
 }
 
 // The stored texel of input pixel (y, x) in the tile at `tile`: one pixel read alone (a direct

@@ -24,8 +24,10 @@
 //          BLOCKED_INPUT with IN_BLOCK_X, IN_BLOCK_Y, IN_BLOCK_STEP (DENSE or DEPTHWISE; a
 //          direct DEPTHWISE conv reads it in conv_direct.glsl): the input is the render-target
 //          array of the blocked conv that made it, read in place (its unblock pass is skipped,
-//          glcnn/runtime/plan.py), see conv_block_input.glsl; or INPUT_BUFFER (BLOCKED_OUTPUT
-//          only): the input atlas copied into a buffer texture, u_input_width texels a row;
+//          glcnn/runtime/plan.py), see conv_block_input.glsl; INPUT_BUFFER with
+//          BLOCKED_OUTPUT: the input atlas copied into a buffer texture, u_input_width texels
+//          a row; INPUT_BUFFER with BLOCKED_INPUT: that array copied into one, u_input_layer
+//          texels a layer;
 //          TRANSPOSED and UNIT_DILATION: conv_transpose.glsl's.
 
 #if !defined(KH) || !defined(KW)
@@ -69,11 +71,8 @@
 #error BLOCKED_INPUT needs IN_BLOCK_X, IN_BLOCK_Y and IN_BLOCK_STEP
 #endif
 #endif
-#if defined(INPUT_BUFFER) && !defined(BLOCKED_OUTPUT)
-#error INPUT_BUFFER needs BLOCKED_OUTPUT
-#endif
-#if defined(INPUT_BUFFER) && defined(BLOCKED_INPUT)
-#error INPUT_BUFFER and BLOCKED_INPUT exclude each other
+#if defined(INPUT_BUFFER) && !defined(BLOCKED_OUTPUT) && !defined(BLOCKED_INPUT)
+#error INPUT_BUFFER needs BLOCKED_OUTPUT or BLOCKED_INPUT
 #endif
 
 // A blocked pass shares input columns between its pixels (conv_block_columns.glsl) where a group

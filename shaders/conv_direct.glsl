@@ -14,7 +14,8 @@
 // Texel (x, y) of input `slice`, whose tile starts at `origin`; (y, x) lies inside the tile
 // unless MASK_TAPS, where taps with no input read zero. BLOCKED_INPUT (a DEPTHWISE Conv only,
 // glcnn/runtime/plan.py): the input is its producer's render-target array, read in place through
-// conv_block_input.glsl (included by conv.glsl), `origin` its cell (first_tile).
+// conv_block_input.glsl (included by conv.glsl; from a buffer copy with INPUT_BUFFER), `origin`
+// its cell (first_tile).
 vec4 input_texel(ivec2 origin, int slice, int y, int x) {
 #ifdef BLOCKED_INPUT
     return input_activation(decode(input_pixel(tile_at(origin), y, x), u_input_shape, slice));
@@ -39,7 +40,9 @@ vec4 input_texel(ivec2 origin, int slice, int y, int x) {
 
 vec4 compute(int slice, int oy, int ox) {
     begin_weights();
+#ifndef INPUT_BUFFER
     input_texel_size = 1.0 / vec2(textureSize(u_input, 0).xy);
+#endif
     vec4 acc = channel_params(u_params, slice, 0);
     ivec4 lanes = 4 * slice + ivec4(0, 1, 2, 3);
     ivec4 group_first = div_floor(lanes, u_cog) * u_cg;  // first input channel of each lane's group

@@ -4,20 +4,27 @@
 // Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
 //           u_cog output channels per group, u_cg input channels per group,
 //           u_cg_loop (WIDE_INPUT: CG padded to whole slices), u_in_alpha (IN_ACT_LEAKYRELU),
-//           u_in_block (BLOCKED_INPUT: the producer's u_block), u_input_width (INPUT_BUFFER).
+//           u_in_block (BLOCKED_INPUT: the producer's u_block), u_input_width (INPUT_BUFFER),
+//           u_input_layer (INPUT_BUFFER with BLOCKED_INPUT).
 // Samplers: u_input (activation atlas; with BLOCKED_INPUT a sampler2DArray, with INPUT_BUFFER
-//           a samplerBuffer of the atlas texture row by row), u_gate (INPUT_GATE: the
+//           a samplerBuffer of the atlas texture row by row, or with both of the array
+//           layer by layer), u_gate (INPUT_GATE: the
 //           (C, 1, 1) gate, shape u_gate_shape), u_weights
 //           (layout.pack_filters of (Co, CG, KH, KW); with WEIGHTS_BUFFER a samplerBuffer
 //           holding that layout row by row, u_weights_width texels a row), u_params (row 0:
 //           bias).
 
 #ifdef BLOCKED_INPUT
-uniform sampler2DArray u_input;
 uniform ivec4 u_in_block;
-#elif defined(INPUT_BUFFER)
-uniform samplerBuffer u_input;  // the input texture's texels row by row
+#endif
+#ifdef INPUT_BUFFER
+uniform samplerBuffer u_input;  // the input texture's texels row by row (layer by layer)
 uniform int u_input_width;  // texels per row of that texture
+#ifdef BLOCKED_INPUT
+uniform int u_input_layer;  // texels per layer of that texture array
+#endif
+#elif defined(BLOCKED_INPUT)
+uniform sampler2DArray u_input;
 #else
 uniform sampler2D u_input;
 #endif

