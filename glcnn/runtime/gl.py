@@ -166,7 +166,8 @@ class BufferTexture:
                              f"holds {self.dtype}, the texture {texture.dtype}")
         ctx = self._ctx
         ctx.gl_functions.active_texture(_GL_TEXTURE0 + ctx.gl.default_texture_unit)
-        target = _GL_TEXTURE_2D_ARRAY if isinstance(texture, moderngl.TextureArray) else _GL_TEXTURE_2D
+        array = isinstance(texture, moderngl.TextureArray)
+        target = _GL_TEXTURE_2D_ARRAY if array else _GL_TEXTURE_2D
         ctx.gl_functions.bind_texture(target, texture.glo)
         ctx.gl_functions.bind_buffer(_GL_PIXEL_PACK_BUFFER, self.buffer.glo)
         ctx.gl_functions.get_tex_image(target, 0, _GL_RGBA, _GL_FLOAT, None)  # at offset 0

