@@ -93,6 +93,8 @@ class Plan:
         self.precision, self.strategy = precision, strategy
         # Tensors a u8 pipeline keeps in float32 (precision.float_tensors).
         self.float_tensors = float_tensors(graph) if precision == "u8" else set()
+        self.pooled = {t for op in ops if op.op_type in ("MaxPool", "AveragePool")
+                       for t in op.node.inputs}  # tensors a pool reads (array_buffered)
         self.blocking = self._blocking()
         self.blocked_tensors = self._blocked_tensors(keep)
         self.texture_of = self._recycle(keep)
@@ -208,8 +210,7 @@ class Plan:
         unblocked atlas's buffer copy, 1.48 the array's); a pool, reading each texel about
         once, loses more to the copy than its reads gain (MTCNN O-Net's first pool 0.25 ->
         0.33 ms and a 0.06 ms copy)."""
-        if any(op.op_type in ("MaxPool", "AveragePool")
-               for op in self.ops if name in op.node.inputs):
+        if name in self.pooled:
             return False
         return self.ctx.buffer_fits(math.prod(self.allocated(blocking.size)) * blocking.targets)
 
