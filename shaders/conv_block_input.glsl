@@ -25,13 +25,18 @@ ivec2 blocked_axis(int x, int block) {
     int within = c % span;
     return ivec2(c / span * IN_BLOCK_STEP + within % IN_BLOCK_STEP, within / IN_BLOCK_STEP);
 }
+#endif
 
 #ifdef INPUT_BUFFER
-// The array copied into a buffer texture (u_input_width texels a row, u_input_layer a layer):
-// one texelFetch at index tile + row + column, the layer folded into the column's index (so
-// `layer` is 0). Coordinates outside the input are clamped into it first, so every index
-// lies inside the buffer: their taps are masked anyway.
+// Input buffer (the pipeline copies the input texture into a buffer texture before the pass,
+// an array layer after layer: u_input_width texels a row, u_input_layer a layer): one
+// texelFetch at index tile + row + column, cheaper on llvmpipe than a 2D sample. Coordinates
+// outside the input are clamped into it, so every index lies inside the buffer: their taps are
+// masked anyway. `layer` is 0: a blocked input's layer is folded into the column's and row's
+// indices.
 #define INPUT_AXIS int
+#define INPUT_TILE int
+#ifdef BLOCKED_INPUT
 INPUT_AXIS column_at(int x, out int layer) {
     ivec2 b = blocked_axis(min(x, u_input_shape.z - 1), IN_BLOCK_X);
     layer = 0;
@@ -42,14 +47,25 @@ INPUT_AXIS row_at(int y, out int layer) {
     layer = 0;
     return b.x * u_input_width + b.y * IN_BLOCK_X * u_input_layer;
 }
-#define INPUT_TILE int
+#else
+INPUT_AXIS column_at(int x, out int layer) {
+    layer = 0;
+    return clamp(x, 0, u_input_shape.z - 1);
+}
+INPUT_AXIS row_at(int y, out int layer) {
+    layer = 0;
+    return clamp(y, 0, u_input_shape.y - 1) * u_input_width;
+}
+#endif  // BLOCKED_INPUT
 INPUT_TILE tile_at(ivec2 origin) { return origin.y * u_input_width + origin.x; }
 vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
     return texelFetch(u_input, tile + row + column);
 }
-#else
-// Texture coordinate (relative to the tile) and layer of input column x and row y.
+#elif defined(BLOCKED_INPUT)
+// The render-target array sampled in place: texture coordinate (relative to the tile) and
+// layer of input column x and row y.
 #define INPUT_AXIS float
+#define INPUT_TILE vec2
 INPUT_AXIS column_at(int x, out int layer) {
     ivec2 b = blocked_axis(x, IN_BLOCK_X);
     layer = b.y;
@@ -60,13 +76,29 @@ INPUT_AXIS row_at(int y, out int layer) {
     layer = b.y * IN_BLOCK_X;
     return (float(b.x) + 0.5) * input_texel_size.y;
 }
-#define INPUT_TILE vec2
 INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
 vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
     return textureLod(u_input, vec3(tile + vec2(column, row), float(layer)), 0.0);
 }
-#endif  // INPUT_BUFFER
+#else
+// The atlas as a 2D texture, sampled at texel centres (sample_texel, common.glsl).
+#define INPUT_AXIS float
+#define INPUT_TILE vec2
+INPUT_AXIS column_at(int x, out int layer) {
+    layer = 0;
+    return (float(x) + 0.5) * input_texel_size.x;
+}
+INPUT_AXIS row_at(int y, out int layer) {
+    layer = 0;
+    return (float(y) + 0.5) * input_texel_size.y;
+}
+INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
+vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
+    return textureLod(u_input, tile + vec2(column, row), 0.0);
+}
+#endif
 
+#ifdef BLOCKED_INPUT
 ivec2 first_tile(int slice) {
     int row = div_floor(slice, u_in_block.z);
     return ivec2(slice - row * u_in_block.z, row) * u_in_block.wx;
@@ -87,42 +119,6 @@ vec4 input_pixel(INPUT_TILE tile, int y, int x) {
     return input_sample(tile, column, row, ly + lx);
 }
 #else
-#ifdef INPUT_BUFFER
-// Input buffer (the pipeline copies the input texture into a buffer texture before the pass):
-// one texelFetch at index tile + row + column, cheaper on llvmpipe than a 2D sample.
-// Coordinates outside the input are clamped into the tile: their taps are masked anyway.
-#define INPUT_AXIS int
-#define INPUT_TILE int
-INPUT_AXIS column_at(int x, out int layer) {
-    layer = 0;
-    return clamp(x, 0, u_input_shape.z - 1);
-}
-INPUT_AXIS row_at(int y, out int layer) {
-    layer = 0;
-    return clamp(y, 0, u_input_shape.y - 1) * u_input_width;
-}
-INPUT_TILE tile_at(ivec2 origin) { return origin.y * u_input_width + origin.x; }
-vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
-    return texelFetch(u_input, tile + row + column);
-}
-#else
-// The atlas as a 2D texture, sampled at texel centres (sample_texel, common.glsl).
-#define INPUT_AXIS float
-#define INPUT_TILE vec2
-INPUT_AXIS column_at(int x, out int layer) {
-    layer = 0;
-    return (float(x) + 0.5) * input_texel_size.x;
-}
-INPUT_AXIS row_at(int y, out int layer) {
-    layer = 0;
-    return (float(y) + 0.5) * input_texel_size.y;
-}
-INPUT_TILE tile_at(ivec2 origin) { return vec2(origin) * input_texel_size; }
-vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer) {
-    return textureLod(u_input, tile + vec2(column, row), 0.0);
-}
-#endif  // INPUT_BUFFER
-
 ivec2 first_tile(int slice) { return tile_origin(u_input_shape, slice); }
 
 // The origin of the input tile after `origin`, walking the atlas row by row.
