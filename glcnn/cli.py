@@ -290,7 +290,7 @@ def _diff_report(args):
     if calibrate_if_needed(graph, args.precision, {name: x}):
         print(f"u8: {args.model} has no stored ranges; calibrated on {args.input}",
               file=sys.stderr)
-    with compiling(len(graph.nodes), args.quiet):
+    with compiling(graph, args.quiet):
         pipe = Pipeline(graph, None, args.precision, keep="all")
     with pipe:
         with waiting(f"comparing {len(pipe.ops)} layers with {against}", args.quiet):

@@ -156,12 +156,14 @@ def time_layers(pipe, feeds: dict, settings: Settings) -> list[dict]:
 
 # --- machine ----------------------------------------------------------------------------------
 def machine_info(ctx) -> dict:
-    """Date, platform, CPU, cores, GL renderer and version, package versions, git, load."""
+    """Date, platform, CPU, cores, GL renderer and version, the rasteriser threads asked for
+    (glcnn.runtime.threads), package versions, git, load."""
     from .. import __version__
     return {"date": datetime.now().astimezone().isoformat(timespec="seconds"),
             "platform": platform.platform(), "cpu": _cpu_model(),
             "cores": len(os.sched_getaffinity(0)),
             "renderer": ctx.renderer, "gl_version": ctx.version,
+            "rasterizer_threads": ctx.rasterizer_threads,  # None: the driver's default
             "python": platform.python_version(), "numpy": np.__version__,
             **{name: _version(name) for name in ("moderngl", "onnxruntime", "torch")},
             "glcnn": f"{__version__} ({_git_describe() or 'not a git checkout'})",
@@ -278,7 +280,8 @@ def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, c
             on the inputs when the model has no ranges).
         against: names from glcnn.commands.bench_refs.AGAINST.
         settings: a Settings (default: 30 runs, 5 warm-up runs, 3 s budget, load times).
-        ctx: the glcnn Context to compile on (default: a new headless one).
+        ctx: the glcnn Context to compile on (default: the thread's default context, made
+            for this model's layers if it is the first: glcnn.runtime.threads).
         report_progress: called with one line per step.
         strict: False records a glcnn precision whose output disagrees as {"error": ...}
             and goes on; True raises.
@@ -306,7 +309,7 @@ def bench(model, inputs=None, precisions=("fp32",), against=(), settings=None, c
     graph = load_optimized(model, input_size=size)
     ops, shapes = build_ops(graph)
     feeds = _feeds(graph, inputs)
-    ctx = ctx or Context.default()
+    ctx = ctx or Context.default(ops)
     report = {"model": str(model), "input_size": list(size) if size else None,
               "inputs": {n: list(np.shape(x)) for n, x in feeds.items()},
               "mflops": sum(op.flops() for op in ops) / 1e6, "settings": asdict(settings),

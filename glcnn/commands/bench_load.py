@@ -85,6 +85,7 @@ def probe(start: float, imported: float, model: str, precision: str, inputs: str
     calibration (for a model without ranges) is timed apart, not in the sum."""
     ms = {"import_ms": (imported - start) * 1e3}
     from ..importers.prepared import load_optimized
+    from ..ops import build_ops
     from ..runtime.context import Context
     from ..runtime.pipeline import Pipeline
     from .diff import calibrate_if_needed
@@ -93,7 +94,7 @@ def probe(start: float, imported: float, model: str, precision: str, inputs: str
     lap = _stopwatch()
     graph = load_optimized(model, input_size=tuple(map(int, size.split("x"))) if size else None)
     ms["load_ms"] = lap()
-    ctx = Context()
+    ctx = Context.default(build_ops(graph)[0])  # as glcnn.load makes it for this model
     ms["context_ms"] = lap()
     calibrate_if_needed(graph, precision, feeds, ctx)
     ms["calibrate_ms"], calibration_programs = lap(), ctx.compiles

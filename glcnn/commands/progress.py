@@ -8,6 +8,7 @@ import threading
 
 from tqdm import tqdm
 
+from ..ops import build_ops
 from ..runtime.context import Context
 
 
@@ -32,11 +33,13 @@ def _is_tty(stream) -> bool:
 
 
 @contextlib.contextmanager
-def compiling(layers: int, quiet: bool = False, ctx: Context | None = None):
-    """Show a "compiling" bar while pipelines are built on `ctx` (default: the thread's
-    default context): one step per layer whose program is compiled or fetched, up to
-    `layers` (a blocked conv's extra unblocking pass does not count twice)."""
-    ctx = ctx or Context.default()
+def compiling(graph, quiet: bool = False, ctx: Context | None = None):
+    """Show a "compiling" bar while pipelines of `graph` are built on `ctx` (default: the
+    thread's default context, made for `graph`'s layers if it is the first): one step per
+    layer whose program is compiled or fetched, up to the graph's layer count (a blocked
+    conv's extra unblocking pass does not count twice)."""
+    layers = len(graph.nodes)
+    ctx = ctx or Context.default(build_ops(graph)[0])
     seen: set[str] = set()
     with bar(layers, "compiling", quiet, unit="layer") as progress:
         def step(layer: str) -> None:

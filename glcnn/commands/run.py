@@ -99,7 +99,7 @@ def _compile(graph, args, sample: dict) -> Pipeline:
     if calibrate_if_needed(graph, args.precision, sample):
         print("glcnn run: the model has no u8 ranges; calibrated them on this input "
               "(glcnn.calibrate + glcnn.save store them)", file=sys.stderr)
-    with compiling(len(graph.nodes), args.quiet):
+    with compiling(graph, args.quiet):
         return Pipeline(graph, precision=args.precision)
 
 

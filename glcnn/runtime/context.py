@@ -28,7 +28,7 @@ import numpy as np
 from .. import debug
 from ..errors import ContextError, GlcnnError, ShaderCompileError, quote
 from ..resources import resource_path, shader_text
-from . import shaders
+from . import shaders, threads
 from .gl import BufferTexture, GLFunctions, nearest_clamped
 
 INSTALL_HINT = (
@@ -59,14 +59,25 @@ class Context:
             then never creates a context of its own. None creates a headless one.
         backend: for a new context, "egl" (default, no display needed) or None for the
             platform default (X11/GLX); also read from GLCNN_BACKEND.
+        rasterizer_threads: for a new context, the LP_NUM_THREADS to make it with unless the
+            environment sets one (glcnn.runtime.threads; 0 rasterises on the calling thread);
+            None: the driver's default. Software rasterisers only, and only if this is the
+            process's first context (Mesa reads it once per process).
     Raises:
         ContextError: if no OpenGL 3.3 core context can be created, naming packages.
     """
 
-    def __init__(self, ctx: moderngl.Context | None = None, backend: str | None = "egl"):
+    def __init__(self, ctx: moderngl.Context | None = None, backend: str | None = "egl",
+                 rasterizer_threads: int | None = None):
         backend = os.environ.get("GLCNN_BACKEND", backend)
+        # The rasteriser threads asked for (None: the driver's default, one per core), and
+        # whether glcnn asked rather than the environment (threads.check)
+        user = threads.from_environment()
+        self.rasterizer_threads, self.threads_chosen = user, False
         if ctx is None:
-            ctx = _create(None if backend in (None, "", "x11", "default") else backend)
+            with threads.asking(rasterizer_threads) as self.rasterizer_threads:
+                ctx = _create(None if backend in (None, "", "x11", "default") else backend)
+            self.threads_chosen = user is None and self.rasterizer_threads is not None
         self.gl = ctx
         self._cut = _cut_limits(os.environ.get("GLCNN_GL_LIMITS", ""))
         self.thread = threading.get_ident()
@@ -111,17 +122,21 @@ class Context:
             texel.release()
 
     @classmethod
-    def default(cls) -> "Context":
+    def default(cls, ops=None) -> "Context":
         """The calling thread's default headless context, made at the first call: every
         `Pipeline` and `glcnn.load` given no `ctx` shares it (one program cache, textures
         usable together).
 
+        Args:
+            ops: the layers of the model the context is wanted for (glcnn.ops.build_ops); if
+                this call makes the context, a software rasteriser gets the threads that
+                suit them (glcnn.runtime.threads.preferred) unless LP_NUM_THREADS is set.
         Raises:
             ContextError: if no OpenGL 3.3 core context can be created, naming packages.
         """
         ctx = getattr(_THREAD, "default", None)
         if ctx is None:
-            ctx = _THREAD.default = cls()
+            ctx = _THREAD.default = cls(rasterizer_threads=threads.preferred(ops or ()))
         return ctx
 
     @classmethod
@@ -183,11 +198,12 @@ class Context:
     @property
     def spread_width(self) -> int:
         """Render width that keeps every rasteriser thread busy: llvmpipe hands 64×64 screen
-        tiles to LP_NUM_THREADS threads (default: one per core); 0 on GPUs."""
+        tiles to LP_NUM_THREADS threads (default: one per core); 0 on GPUs and on llvmpipe
+        rasterising on the calling thread (LP_NUM_THREADS=0: nothing to spread over)."""
         if not self.software:
             return 0
-        threads = os.environ.get("LP_NUM_THREADS", "")
-        return 64 * (int(threads) if threads.isdigit() else os.cpu_count() or 1)
+        count = self.rasterizer_threads
+        return 64 * (count if count is not None else os.cpu_count() or 1)
 
     def limit(self, name: str) -> int:
         """The GL limit `name` (a key of LIMITS) as glcnn uses it: the driver's value, or the

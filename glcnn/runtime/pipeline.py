@@ -23,6 +23,7 @@ from ..layout import Atlas, pack, unpack
 from ..limits import check_flops
 from ..limits import memory_budget as memory_budget_bytes
 from ..ops import build_ops
+from . import threads
 from .compiler import Compiler, Pass
 from .context import Context
 from .gl import DTYPE_BYTES, BufferTexture
@@ -61,8 +62,10 @@ class Pipeline(Views):
             the pipeline's own copy (sharing the arrays), which `set_weights` changes.
         ctx: a glcnn.Context, a moderngl.Context to share (e.g. your window's), or None for
             the thread's default headless context (`Context.default()`, shared by every
-            pipeline made without `ctx`). The pipeline makes its context current before
-            each GL call, so pipelines on different contexts may be used in any order.
+            pipeline made without `ctx`; the first pipeline's layers choose its rasteriser
+            threads on llvmpipe, glcnn.runtime.threads). The pipeline makes its context
+            current before each GL call, so pipelines on different contexts may be used in
+            any order.
         precision: storage of activations, "fp32" (RGBA32F), "fp16" (RGBA16F) or "u8"
             (RGBA8, range-scaled per channel with graph.meta["u8_ranges"] from
             glcnn.calibrate; normalisation inputs and statistics stay RGBA32F,
@@ -92,13 +95,14 @@ class Pipeline(Views):
         if not isinstance(precision, str) or precision not in PRECISIONS:
             raise GlcnnError(f"precision {quote(precision)} unknown; expected one of "
                              f"{', '.join(PRECISIONS)}")
+        self.ops, self.shapes = build_ops(graph)  # first: the default context's threads suit them
+        check_flops(sum(op.flops() for op in self.ops), max_gflop)
         self.ctx = ctx if isinstance(ctx, Context) else \
-            Context.default() if ctx is None else Context.wrap(ctx)
+            Context.default(self.ops) if ctx is None else Context.wrap(ctx)
         self.ctx.activate()
+        threads.check(self.ctx, self.ops)
         self.graph, self.precision = graph, precision
         self.strategy = _strategy(strategy, self.ctx)
-        self.ops, self.shapes = build_ops(graph)
-        check_flops(sum(op.flops() for op in self.ops), max_gflop)
         keep = _keep(keep, self.shapes)
         self.plan = Plan(graph, self.ops, self.shapes, self.ctx, precision, self.strategy, keep)
         self.u8 = U8Ranges(graph.meta.get("u8_ranges", {}), self.shapes,

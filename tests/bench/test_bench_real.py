@@ -60,14 +60,15 @@ def _layer(name: str, mflops: float, ms: float) -> dict:
 RESULTS = {
     "mtcnn-rnet": {"mflops": 3.0, "against": {"onnxruntime": {"median_ms": 0.5}},
                    "glcnn": _glcnn(2.0, [_layer("a", 3.0, 1.0), _layer("b", 1.0, 0.5)]),
-                   "kinds": {"a": "dense 3×3 conv", "b": "1×1 conv"}},
+                   "kinds": {"a": "dense 3×3 conv", "b": "1×1 conv"},
+                   "machine": {"rasterizer_threads": 0}},
     "mtcnn-onet": {"mflops": 26.0, "against": {"onnxruntime": {"median_ms": 1.0}},
                    "glcnn": _glcnn(8.0, [_layer("c", 26.0, 2.0)]),
-                   "kinds": {"c": "dense 3×3 conv"}},
+                   "kinds": {"c": "dense 3×3 conv"}, "machine": {"rasterizer_threads": None}},
     "yolox": {"error": "GlcnnError: made up"},
     "esrgan-slim-x2": {"mflops": 7297.0, "glcnn": _glcnn(100.0, [_layer("d", 60.0, 1.0),
                                                                  _layer("?", 1.0, 1.0)]),
-                       "kinds": {"d": "depthwise conv"},
+                       "kinds": {"d": "depthwise conv"}, "machine": {"rasterizer_threads": 3},
                        "tfjs": {"tfjs": "4.22.0", "node": "v20.0.0",
                                 "wasm": {"median_ms": 250.0, "threads": 1, "simd": True}}},
 }
@@ -87,12 +88,12 @@ def test_markdown_report():
     text = br.markdown(INFO, RESULTS, ["fp32"], "python bench/bench_real.py", 12.0)
     assert "Command: `python bench/bench_real.py` (2026-01-01T00:00:00+00:00, 12 s)" in text
     assert "CPU X, 2 cores; llvmpipe (4.5)" in text and "0.10 0.20 0.30 at the start" in text
-    assert "| MTCNN R-Net | 24×24 | 3 | 2.00 | 0.50 | 4.00 | 1234 | 250 |" in text
-    assert "| MTCNN O-Net | 48×48 | 26 | 8.00 | 1.00 | 8.00 | 1234 | 250 |" in text
+    assert "| MTCNN R-Net | 24×24 | 3 | 2.00 | calling thread | 0.50 | 4.00 | 1234 | 250 |" in text
+    assert "| MTCNN O-Net | 48×48 | 26 | 8.00 | default | 1.00 | 8.00 | 1234 | 250 |" in text
     assert "| YOLOX (ddddocr det) | 416×416 | GlcnnError: made up |" in text
     # sqrt(4 · 8): the model in error is left out of the mean
     assert "glcnn / onnxruntime over 2 ONNX models: **5.66**" in text
-    assert "| esrgan-slim ×2 | 128×128 | 7297 | 100 | 250 | 0.40 | 1234 | 250 |" in text
+    assert "| esrgan-slim ×2 | 128×128 | 7297 | 100 | 3 | 250 | 0.40 | 1234 | 250 |" in text
     assert "wasm backend: SIMD True, 1 thread(s)" in text
     assert "(ratio ≤ 0.5) on 1 of 1 TF.js models; geometric mean glcnn / TF.js wasm 0.40" in text
     assert "| depthwise conv | 1 | 60 | 1.0 | 60.0 |" in text
@@ -108,4 +109,5 @@ def test_tfjs_cpu_column_only_in_the_tfjs_table():
     onnx, _ = br.model_table(results, "onnx", ["fp32"], "onnxruntime")
     tfjs, ratios = br.model_table(results, "tfjs", ["fp32"], "wasm")
     assert "TF.js cpu" not in onnx and ratios == [0.4]
-    assert "| esrgan-slim ×2 | 128×128 | 7297 | 100 | 250 | 0.40 | 17460 | 1234 | 250 |" in tfjs
+    assert ("| esrgan-slim ×2 | 128×128 | 7297 | 100 | 3 | 250 | 0.40 | 17460 | 1234 | 250 |"
+            in tfjs)
