@@ -47,7 +47,7 @@ from .base import ACTIVATION_DEFAULTS, Op, conv_output_size, register
 # (glcnn.graph.passes.fuse_input_activations; both map 0 to 0, so padding taps need no care).
 INPUT_ACTIVATIONS = ("Relu", "LeakyRelu")
 
-BLOCK_MIN_WORK = 16  # multiply-adds per output value below which a DENSE conv is not blocked
+BLOCK_MIN_WORK = 8  # multiply-adds per output value below which a DENSE conv is not blocked
 DEPTHWISE_BLOCK_MIN_WORK = 9  # ... and a DEPTHWISE one: every 3×3 and larger is blocked
 
 
@@ -212,10 +212,13 @@ class _ConvBase(Op):
 
     def block_step(self):
         # Blocking saves weight fetches but adds a copy pass that reads every render target
-        # per output pixel: below BLOCK_MIN_WORK multiply-adds per output (a 1×1 conv from 8
-        # channels) the copy costs as much as it saves (measured on llvmpipe: 1×1 convs from
-        # 16/24 channels 1.5/1.9× faster blocked). A depthwise conv shares input columns
-        # between the block's pixels too (conv_defines.glsl SHARE_COLUMNS): a blocked 3×3 one
+        # per output pixel (none when the readers take the array from a buffer copy): below
+        # BLOCK_MIN_WORK multiply-adds per output the copy costs as much as it saves
+        # (measured on llvmpipe: 1×1 convs from 16/24 channels 1.5/1.9× faster blocked; from
+        # 8, PP-OCRv4 det's 8 -> 96 at 48×96 2.6-2.8 -> 1.9 ms with its copy pass, PP-OCR
+        # cls, five of them, 8.5-8.9 -> 7.2 ms, processes alternating). A depthwise conv
+        # shares input columns between the block's pixels too (conv_defines.glsl
+        # SHARE_COLUMNS): a blocked 3×3 one
         # fetches 39 texels per 8 pixels against 144 direct, 2.2-2.9× faster alone (192
         # channels at 56² 3.65 -> 1.67 ms, 144 at 112² stride 2 3.08 -> 1.73), and its
         # readers take the blocked array from a buffer copy instead of an unblock pass

@@ -112,6 +112,7 @@ NAMED += [
      "DEPTHWISE"),
     (ConvCase(C, 8, 8, k=(3, 3), s=(1, 2), d=(2, 2), pads=(2, 1, 2, 1), hw=(9, 10)), "DENSE"),
     (ConvCase(C, 16, 8, k=(1, 1), hw=(6, 11)), "DENSE"),
+    (ConvCase(C, 8, 6, k=(1, 1), hw=(7, 45)), "DENSE"),  # from 8 channels, just blocked
     (ConvCase(C, 8, 8, pads=(1, 1, 1, 1), hw=(3, 37)), "DENSE"),  # wide: 1×8 blocks
     (ConvCase(C, 8, 12, s=(2, 2), pads=(1, 1, 1, 1), hw=(4, 70)), "DENSE"),
     # 1×8 blocks reading 34 input columns through 13 taps: past the unrolled copies of
@@ -218,6 +219,8 @@ def check_u8(ctx, case, strategy):
     (ConvCase(C, 8, 8, k=(1, 5), group=8, hw=(9, 9)), False),  # 1×5 depthwise: likewise
     (ConvCase(T, 8, 8, s=(2, 2), hw=(9, 9)), True),
     (ConvCase(C, 8, 8, k=(1, 1), hw=(1, 1)), False),  # one output pixel: nothing to block
+    (ConvCase(C, 8, 24, k=(1, 1), hw=(9, 9)), True),  # 1×1 from 8 channels: BLOCK_MIN_WORK
+    (ConvCase(C, 4, 24, k=(1, 1), hw=(9, 9)), False),  # 1×1 from 4: too little work
     (ConvCase(T, 16, 8, k=(4, 4), hw=(1, 1)), False),  # 1×1 input: a dense layer
     (ConvCase(C, 6, 9, group=3), False),  # GENERIC
     (ConvCase(T, 8, 8, s=(2, 1), hw=(9, 9)), False),  # strides differ: no common phase step
