@@ -96,8 +96,9 @@ class Blocking:
 
     Each render target holds S = ceil(C / 4) tiles of `tile` = (rows, cols) texels, each cut
     into `bands` horizontal bands of `band_rows` rows (the last one may be short); the S·bands
-    bands sit in a grid of `grid_cols` columns, `pitch` ≥ cols texels apart (the columns in
-    between are left empty), band b of slice s at grid cell v = s·bands + b. Blocked texel
+    bands, band b of slice s being cell v = s·bands + b, sit in groups of `group` cells side by
+    side (cols apart), the groups in a grid of `grid_cols` columns, `pitch` ≥ group·cols
+    texels apart (the columns in between are left empty). Blocked texel
     (by, bx) of tile s, in target j = jy·block_x + jx, holds output pixel (y, x) of slice s with
         y = (by div step)·step·block_y + (by mod step) + jy·step   (x likewise).
 
@@ -106,9 +107,13 @@ class Blocking:
     64 × threads) so that even a small layer keeps every core busy. Spread to at most
     `min_width`: one column more would open a mostly empty screen tile that a thread works
     through after the others are done (MobileNetV2 224², 2 threads: 103 -> 99 ms; a 96-channel
-    14×14 layer's strip was 144 texels, three tiles, and is now 120, two). A layer with fewer
-    slices than threads (an RGB output) is cut into bands so that it still spans a screen
-    tile per thread.
+    14×14 layer's strip was 144 texels, three tiles, and is now 120, two). The cells of a
+    spread strip are packed into one group per thread, the empty columns after each group:
+    llvmpipe shades 4-pixel-wide SIMD groups, so an empty gap between every two cells (5
+    columns, 3 empty) costs as much as shading it, where a gap of whole SIMD groups costs
+    nothing (YOLOv8n's 3×3 convs 64 → 64 at 40²: pitch 8 per 5-column cell, 37 % of the lanes
+    idle). A layer with fewer slices than threads (an RGB output) is cut into bands so that it
+    still spans a screen tile per thread.
 
     The derived sizes are cached (the object is frozen): a pipeline asks for them thousands of
     times while it compiles (MobileNetV2: ≈ 40 ms of a warm load when recomputed).
@@ -151,22 +156,43 @@ class Blocking:
         return Atlas.of(self.shape).slices * self.bands
 
     @functools.cached_property
+    def group(self) -> int:
+        """Cells side by side in one group: 1 unless the strip is spread (`pitch`), then as
+        many as make one group per thread (`min_width` // 64)."""
+        cells, cols, threads = self.cells, self.tile[1], self.min_width // 64
+        if cells == 1 or cells * cols >= self.min_width or cells <= threads:
+            return 1
+        return math.ceil(cells / threads)
+
+    @functools.cached_property
+    def groups(self) -> int:
+        return math.ceil(self.cells / self.group)
+
+    @functools.cached_property
     def pitch(self) -> int:
-        cells, cols = self.cells, self.tile[1]
-        if cells == 1:  # one tile cannot be spread; empty columns would only cost time
-            return cols
-        spread = self.min_width // cells
-        return min(max(cols, spread), max(cols, self.max_width // cells))
+        """Texels from one group to the next: its cells, spread towards `min_width`."""
+        groups, width = self.groups, self.group * self.tile[1]
+        if self.cells == 1:  # one tile cannot be spread; empty columns would only cost time
+            return width
+        spread = self.min_width // groups
+        return min(max(width, spread), max(width, self.max_width // groups))
 
     @functools.cached_property
     def grid_cols(self) -> int:
-        return max(1, min(self.cells, self.max_width // self.pitch))
+        """Groups per grid row."""
+        return max(1, min(self.groups, self.max_width // self.pitch))
 
     @functools.cached_property
     def size(self) -> tuple[int, int]:
         """(width, height) of each render target."""
-        rows = math.ceil(self.cells / self.grid_cols)
+        rows = math.ceil(self.groups / self.grid_cols)
         return self.grid_cols * self.pitch, rows * self.band_rows
+
+    def cell_origin(self, cell: int) -> tuple[int, int]:
+        """(x, y) of grid cell `cell`'s first texel (shaders/common.glsl cell_origin)."""
+        group, slot = divmod(cell, self.group)
+        row, column = divmod(group, self.grid_cols)
+        return column * self.pitch + slot * self.tile[1], row * self.band_rows
 
     @functools.cached_property
     def uniform(self) -> tuple[int, int, int, int]:
@@ -174,9 +200,9 @@ class Blocking:
         return self.band_rows, self.tile[1], self.grid_cols, self.pitch
 
     @functools.cached_property
-    def band_uniform(self) -> tuple[int, int]:
-        """`u_bands` of the shaders: (bands per tile, tile rows)."""
-        return self.bands, self.tile[0]
+    def band_uniform(self) -> tuple[int, int, int]:
+        """`u_bands` of the shaders: (bands per tile, tile rows, cells per group)."""
+        return self.bands, self.tile[0], self.group
 
     @functools.cached_property
     def defines(self) -> dict[str, int]:

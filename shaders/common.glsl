@@ -234,25 +234,37 @@ vec4 epilogue(vec4 v, int slice, int y, int x) {
 // tensor": S tiles of u_bands.y rows by u_block.y columns, where blocked (row, col) = (by, bx)
 // holds output pixel
 //     (by / STEP * STEP * BLOCK_Y + by % STEP + jy * STEP,  likewise for x);
-// each tile is cut into u_bands.x bands of u_block.x rows, and band b of slice s sits in cell
-// s * u_bands.x + b of a grid of u_block.z columns, u_block.w texels apart: the columns past
-// u_block.y are left empty and small outputs are cut into bands so that they still spread
-// over every llvmpipe thread (glcnn/layout.py, Blocking).
+// each tile is cut into u_bands.x bands of u_block.x rows, and band b of slice s is cell
+// v = s * u_bands.x + b; groups of u_bands.z cells sit side by side (u_block.y texels apart) in
+// a grid of u_block.z columns, u_block.w texels apart: the columns past a group's cells are
+// left empty and small outputs are cut into bands so that they still spread over every
+// llvmpipe thread (glcnn/layout.py, Blocking).
 // shaders/unblock.glsl copies the targets back into the ordinary atlas of the output.
+
+// The first texel of cell `cell` of a blocked tensor laid out by `block` (its u_block) in
+// groups of `group` cells (its u_bands.z).
+ivec2 cell_origin(int cell, ivec4 block, int group) {
+    int g = div_floor(cell, group);
+    int row = div_floor(g, block.z);
+    return ivec2((g - row * block.z) * block.w + (cell - g * group) * block.y, row * block.x);
+}
+
 #if defined(BLOCKED_OUTPUT) && !defined(CUSTOM_MAIN)
 uniform ivec4 u_block;  // (band rows, tile columns, grid columns, pitch) of the blocked tensor
-uniform ivec2 u_bands;  // (bands per tile, tile rows)
+uniform ivec3 u_bands;  // (bands per tile, tile rows, cells per group)
 vec4 block_acc[BLOCK];  // compute_block() leaves pixel j's sum here
 void compute_block(int slice, int y, int x);  // pixel j = (y + jy * STEP, x + jx * STEP)
 
 void main() {
     ivec2 p = ivec2(gl_FragCoord.xy);
-    ivec2 cell = div_floor(p, ivec2(u_block.w, u_block.x));
-    int band_index = cell.y * u_block.z + cell.x;
+    ivec2 group = div_floor(p, ivec2(u_block.w, u_block.x));  // (grid column, grid row)
+    ivec2 q = p - group * ivec2(u_block.w, u_block.x);  // within the group
+    int slot = q.x / u_block.y;  // its cell
+    q.x -= slot * u_block.y;  // blocked (col, row) within the tile
+    int band_index = (group.y * u_block.z + group.x) * u_bands.z + slot;
     int slice = div_floor(band_index, u_bands.x);
-    ivec2 q = p - cell * ivec2(u_block.w, u_block.x);  // blocked (col, row) within the tile
     q.y += (band_index - slice * u_bands.x) * u_block.x;
-    if (slice >= (u_out.x + 3) / 4 || q.x >= u_block.y || q.y >= u_bands.y) {
+    if (slice >= (u_out.x + 3) / 4 || slot >= u_bands.z || q.y >= u_bands.y) {
 #for j < BLOCK unroll 8
         block_acc[j] = vec4(0.0);
 #endfor

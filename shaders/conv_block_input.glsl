@@ -14,7 +14,8 @@
 
 #ifdef BLOCKED_INPUT
 // Blocked input. Layer j = jy * IN_BLOCK_X + jx of u_input holds pixel (jy, jx) of every block of
-// the producer, whose tile of slice s starts at grid cell s (one band per tile: u_in_block is
+// the producer, whose tile of slice s starts at grid cell s (one band per tile; groups of
+// u_in_group cells, the producer's u_bands.z: u_in_block is
 // (tile rows, tile columns, grid columns, pitch)). Along one axis, input coordinate x lies at
 // blocked coordinate (x div span) * step + x mod step and block pixel (x mod span) div step,
 // span = step * block (common.glsl, "Spatial blocking"); blocked_axis returns both. Coordinates
@@ -99,14 +100,17 @@ vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer)
 #endif
 
 #ifdef BLOCKED_INPUT
-ivec2 first_tile(int slice) {
-    int row = div_floor(slice, u_in_block.z);
-    return ivec2(slice - row * u_in_block.z, row) * u_in_block.wx;
-}
+ivec2 first_tile(int slice) { return cell_origin(slice, u_in_block, u_in_group); }
 
-// The origin of the input tile after `origin`, walking the grid cell by cell.
+// The origin of the input tile after `origin`, walking the grid cell by cell: the next cell of
+// its group, else the first of the next group.
 ivec2 next_tile(ivec2 origin) {
-    origin.x += u_in_block.w;
+    int group_x = div_floor(origin.x, u_in_block.w) * u_in_block.w;  // the group's first texel
+    origin.x += u_in_block.y;
+    if (origin.x - group_x < u_in_group * u_in_block.y) {
+        return origin;
+    }
+    origin.x = group_x + u_in_block.w;
     return origin.x < u_in_block.z * u_in_block.w ? origin : ivec2(0, origin.y + u_in_block.x);
 }
 

@@ -4,7 +4,8 @@
 // Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
 //           u_cog output channels per group, u_cg input channels per group,
 //           u_cg_loop (WIDE_INPUT: CG padded to whole slices), u_in_alpha (IN_ACT_LEAKYRELU),
-//           u_in_block (BLOCKED_INPUT: the producer's u_block), u_input_width (INPUT_BUFFER),
+//           u_in_block and u_in_group (BLOCKED_INPUT: the producer's u_block and u_bands.z),
+//           u_input_width (INPUT_BUFFER),
 //           u_input_layer (INPUT_BUFFER with BLOCKED_INPUT).
 // Samplers: u_input (activation atlas; with BLOCKED_INPUT a sampler2DArray, with INPUT_BUFFER
 //           a samplerBuffer of the atlas texture row by row, or with both of the array
@@ -16,6 +17,7 @@
 
 #ifdef BLOCKED_INPUT
 uniform ivec4 u_in_block;
+uniform int u_in_group;  // the producer's cells per group (u_bands.z)
 #endif
 #ifdef INPUT_BUFFER
 uniform samplerBuffer u_input;  // the input texture's texels row by row (layer by layer)

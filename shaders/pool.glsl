@@ -8,7 +8,8 @@
 //          IN_BLOCK_STEP (the input is a blocked conv's render-target array, read in place:
 //          glcnn/runtime/plan.py; conv_block_input.glsl addresses it).
 // Uniforms: u_input_shape, u_stride (x, y), u_dilation (x, y), u_pad (left, top),
-//           u_count_box (AVERAGE: x0, y0, x1, y1, half-open), u_in_block (BLOCKED_INPUT).
+//           u_count_box (AVERAGE: x0, y0, x1, y1, half-open), u_in_block, u_in_group
+//           (BLOCKED_INPUT).
 // Samplers: u_input.
 
 #if defined(MAX) == defined(AVERAGE)

@@ -3,7 +3,7 @@
 // encoded), so this pass is exact in every storage precision.
 // Defines: CUSTOM_MAIN; BLOCK_X, BLOCK_Y, BLOCK_STEP as in the blocked pass.
 // Uniforms: u_out (output shape), u_block (band rows, tile columns, grid columns, pitch) and
-//           u_bands (bands per tile, tile rows) of the blocked tensor.
+//           u_bands (bands per tile, tile rows, cells per group) of the blocked tensor.
 // Samplers: u_blocks, a texture array whose layer j is render target j of the blocked pass
 //           (Context.layer_framebuffer): one fetch whatever the target, where separate
 //           textures would need a switch that a SIMD rasteriser runs in full for every lane.
@@ -16,7 +16,7 @@
 #endif
 
 uniform ivec4 u_block;
-uniform ivec2 u_bands;
+uniform ivec3 u_bands;
 uniform sampler2DArray u_blocks;
 
 void main() {
@@ -31,9 +31,7 @@ void main() {
     ivec2 jj = within / BLOCK_STEP;  // (jx, jy): which pixel of its block
     ivec2 blocked = q / span * BLOCK_STEP + within % BLOCK_STEP;
     int band = div_floor(blocked.y, u_block.x);
-    int cell = slice * u_bands.x + band;
-    int row = div_floor(cell, u_block.z);  // of the blocked grid
-    ivec2 origin = ivec2(cell - row * u_block.z, row) * ivec2(u_block.w, u_block.x);
+    ivec2 origin = cell_origin(slice * u_bands.x + band, u_block, u_bands.z);
     blocked.y -= band * u_block.x;
     // Sampled at the texel centre like sample_texel (NEAREST, no mipmaps).
     vec2 at = (vec2(origin + blocked) + 0.5) / vec2(textureSize(u_blocks, 0).xy);

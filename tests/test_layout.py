@@ -5,7 +5,7 @@ import pytest
 from helpers import atlas_texels, single_op_graph
 
 import glcnn
-from glcnn.layout import Atlas, pack, pack_channels, pack_filters, unpack
+from glcnn.layout import Atlas, Blocking, pack, pack_channels, pack_filters, unpack
 
 CHANNELS = (1, 3, 5, 13, 64, 257)
 SIZES = ((1, 1), (7, 33), (33, 7), (33, 33))
@@ -154,3 +154,38 @@ def test_texture_side_is_the_next_size_that_is_not_a_power_of_two():
         assert side >= n and side & (side - 1) != 0 and side - n <= 2
     assert texture_side(16384, 16384) == 16384  # no room: the size as it is
     assert texture_side(4, 4) == 4 and texture_side(2, 4) == 3
+
+
+@pytest.mark.parametrize("shape", [(64, 40, 40), (24, 9, 9), (3, 7, 9), (200, 2, 96), (4, 1, 40),
+                                   (512, 3, 3), (96, 14, 14)])
+@pytest.mark.parametrize("block", [(2, 4), (1, 8)])
+@pytest.mark.parametrize("min_width", [0, 64, 128, 512])
+@pytest.mark.parametrize("max_width", [16384, 40])
+def test_blocked_cells_lie_apart_inside_the_target(shape, block, min_width, max_width):
+    """Every cell of a Blocking (band b of slice s) lies inside its render target, no two
+    overlap, each group's cells sit side by side from a multiple of the pitch, and the cells are
+    grouped only when the strip is spread."""
+    b = Blocking(shape, *block, 1, max_width=max_width, min_width=min_width)
+    (rows, cols), width = (b.band_rows, b.tile[1]), b.group * b.tile[1]
+    taken = np.zeros(b.size[::-1], int)
+    for cell in range(b.cells):
+        x, y = b.cell_origin(cell)
+        assert x + cols <= b.size[0] and y + rows <= b.size[1], (cell, b)
+        taken[y:y + rows, x:x + cols] += 1
+        assert (x - cell % b.group * cols) % b.pitch == 0 and width <= b.pitch, (cell, b)
+    assert taken.max() == 1
+    spread = b.cells * cols < min_width and b.cells > min_width // 64
+    assert (b.group > 1) == spread, b
+
+
+def test_a_spread_strip_packs_one_group_per_thread():
+    """64 channels at 40² in 1×8 blocks on two threads: 16 cells of 5 columns, 8 a group, the
+    second group one screen tile (64 texels) on; each spread alone would leave 3 of every 8
+    columns empty between cells."""
+    b = Blocking((64, 40, 40), 1, 8, 1, min_width=128)
+    assert (b.group, b.pitch, b.size) == (8, 64, (128, 40))
+    assert [b.cell_origin(c) for c in (0, 1, 7, 8, 15)] == [(0, 0), (5, 0), (35, 0), (64, 0),
+                                                          (99, 0)]
+    assert b.band_uniform == (1, 40, 8)
+    unspread = Blocking((64, 40, 40), 1, 8, 1, min_width=0)
+    assert (unspread.group, unspread.pitch, unspread.size) == (1, 5, (80, 40))

@@ -199,7 +199,7 @@ class Compiler:
         if blocking:
             uniforms["u_block"], uniforms["u_bands"] = blocking.uniform, blocking.band_uniform
         if source is not None:
-            uniforms["u_in_block"] = source.uniform
+            uniforms["u_in_block"], uniforms["u_in_group"] = source.uniform, source.group
         # Texture units: the inputs', then the weights' (as _draw binds them), u8's ranges.
         samplers = [s for s, _ in inputs] + list(weight_data)
         uniforms |= {s: unit for unit, s in enumerate(samplers)} | {"u_ranges": RANGES_UNIT}

@@ -423,6 +423,28 @@ def test_blocked_tensor_read_in_place(ctx, monkeypatch, first, second, residual,
     _check_in_place(ctx, monkeypatch, graph, x, precision, True, why)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize("buffers", [True, False], ids=["buffers", "no-buffers"])
+@pytest.mark.parametrize("second", [ConvCase(C, 24, 24, pads=(1, 1, 1, 1), hw=(9, 9)),
+                                    ConvCase(C, 24, 24, group=24, pads=(1, 1, 1, 1), hw=(9, 9))],
+                         ids=["dense", "depthwise"])
+def test_grouped_cells_are_read_in_place_and_unblocked(ctx, monkeypatch, second, buffers,
+                                                       precision):
+    """A blocked output too small to span every thread's screen tiles packs its cells into one
+    group per thread (layout.Blocking.group; 6 slices of 3 columns over two threads: 3 a group,
+    64 texels apart): h read in place (from a buffer copy of its array, or the array) and y
+    unblocked match the float64 reference, and equal bit for bit the chain with h unblocked."""
+    monkeypatch.setattr(glcnn.Context, "spread_width", property(lambda self: 128))
+    monkeypatch.setattr(glcnn.runtime.plan, "IN_PLACE_TEXELS_PER_PROGRAM", 0)  # any size
+    if not buffers:
+        _no_buffers(monkeypatch)
+    first = ConvCase(C, 8, 24, pads=(1, 1, 1, 1), hw=(9, 9))
+    graph, x = _chain_and_input(ctx, first, second, False, precision)
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
+        assert [(pipe.blocking[n].group, pipe.blocking[n].pitch) for n in "hy"] == [(3, 64)] * 2
+    _check_in_place(ctx, monkeypatch, graph, x, precision, True, f"grouped, {second}")
+
+
 def _check_in_place(ctx, monkeypatch, graph, x, precision, y_blocked, why, pool=False):
     """Chain x -> h -> y leaves h in place, y (blocked or not) reads it there (a conv from a
     buffer copy of the array where buffer textures are large enough, a pool and else from the
