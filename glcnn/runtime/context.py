@@ -70,8 +70,8 @@ class Context:
     def __init__(self, ctx: moderngl.Context | None = None, backend: str | None = "egl",
                  rasterizer_threads: int | None = None):
         backend = os.environ.get("GLCNN_BACKEND", backend)
-        # The rasteriser threads asked for (None: the driver's default, one per core), and
-        # whether glcnn asked rather than the environment (threads.check)
+        # The rasteriser threads (None: the driver's default, one per core; corrected to what
+        # llvmpipe runs by _count_threads), and whether glcnn chose them (threads.check)
         user = threads.from_environment()
         self.rasterizer_threads, self.threads_chosen = user, False
         if ctx is None:
@@ -103,6 +103,17 @@ class Context:
         # _buffer_broken or more, not (probed at the sizes asked for)
         self._buffer_verified, self._buffer_broken = 0, 1 << 62
         self._prime_samplers()
+        self._count_threads()
+
+    def _count_threads(self) -> None:
+        """On llvmpipe, correct `rasterizer_threads` to the threads its rasteriser runs
+        (threads.running, after the priming draw): Mesa starts them with the process's first
+        context, so an earlier one decided, whatever this one asked for."""
+        alive = threads.running() if "llvmpipe" in self.renderer.lower() else None
+        if alive is None or (self.rasterizer_threads is None and alive > 0):
+            return  # unknown, or the driver's default as asked
+        if alive != self.rasterizer_threads:
+            self.rasterizer_threads, self.threads_chosen = alive, False
 
     def _prime_samplers(self) -> None:
         """Sample a NEAREST, clamped texel on texture units 0-15 (shaders/sampler_prime.glsl),

@@ -14,7 +14,9 @@ context shares those threads. So glcnn chooses when it makes its default context
 model (`Context.default(ops)`, which `Pipeline` and `glcnn.load` call) and only if the
 environment does not set LP_NUM_THREADS: one thread for a model whose layers average fewer
 than SMALL_LAYER_MFLOP, the driver's default otherwise. A later model of large layers in a
-process that chose one thread gets a RuntimeWarning once (`check`). GPU drivers ignore it all.
+process that chose one thread gets a RuntimeWarning once (`check`). A context made after
+another learns what Mesa really runs from /proc (`running`; Context.rasterizer_threads). GPU
+drivers ignore it all.
 """
 
 import contextlib
@@ -47,6 +49,25 @@ def from_environment() -> int | None:
     """LP_NUM_THREADS as the environment sets it: an integer, or None (unset or not one)."""
     value = os.environ.get(VARIABLE, "").strip()
     return int(value) if value.isdigit() else None
+
+
+def running() -> int | None:
+    """llvmpipe's rasteriser threads alive in this process (named llvmpipe-N), or None where
+    /proc cannot say (not Linux)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+        names = [_read(f"/proc/self/task/{task}/comm") for task in tasks]
+    except OSError:
+        return None
+    return sum(name.startswith("llvmpipe") for name in names)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return file.read()
+    except OSError:  # a thread that ended meanwhile
+        return ""
 
 
 @contextlib.contextmanager

@@ -91,3 +91,14 @@ def test_the_environment_wins_over_the_choice():
     assert report["asked"] == [2, 2] and not report["chosen"]
     assert report["llvmpipe_threads"] == 2 and report["variable_after"] == "2"
     assert report["warnings"] == 0 and max(report["errors"]) < 1e-4
+
+
+@pytest.mark.gl
+def test_a_context_made_earlier_decides_and_is_reported():
+    """Mesa starts the rasteriser threads with the process's first context: a default
+    context made later for a small model asks for none in vain, and says how many run."""
+    report = child("context,small")
+    llvmpipe_only(report)
+    if (os.cpu_count() or 1) > 1:
+        assert report["asked"] == [report["llvmpipe_threads"]] and report["asked"][0] >= 2
+    assert not report["chosen"] and report["warnings"] == 0 and max(report["errors"]) < 1e-4

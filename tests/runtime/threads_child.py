@@ -1,5 +1,6 @@
 """Run by test_threads.py in a fresh process: compile and run the models named in argv[1]
-("small" or "large", comma-separated) on glcnn's default context, in that order; print one
+("small" or "large", comma-separated; "context": make a glcnn.Context first) on glcnn's
+default context, in that order; print one
 JSON line: the renderer, the rasteriser threads each pipeline's context asked for, whether
 glcnn chose them, llvmpipe's threads alive (/proc), LP_NUM_THREADS after, the RuntimeWarnings
 raised and each output's scaled error against the float64 reference."""
@@ -39,6 +40,9 @@ report = {"asked": [], "errors": []}
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     for kind in sys.argv[1].split(","):
+        if kind == "context":  # a context of the driver's default threads, made first
+            report["first"] = glcnn.Context()
+            continue
         graph = model(kind)
         x = np.random.default_rng(0).standard_normal(graph.inputs["x"]).astype(np.float32)
         with glcnn.Pipeline(graph) as pipe:
@@ -49,4 +53,5 @@ with warnings.catch_warnings(record=True) as caught:
 report["warnings"] = sum(issubclass(w.category, RuntimeWarning) for w in caught)
 report["llvmpipe_threads"] = llvmpipe_threads()
 report["variable_after"] = os.environ.get("LP_NUM_THREADS")
+report.pop("first", None)
 print(json.dumps(report))
