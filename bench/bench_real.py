@@ -323,7 +323,7 @@ def _glcnn_cells(r: dict, precisions) -> list:
 
 
 def _threads(r: dict) -> str:
-    """The rasteriser threads glcnn's context asked for (glcnn.runtime.threads)."""
+    """llvmpipe's rasteriser threads under glcnn's context (Context.rasterizer_threads)."""
     threads = r.get("machine", {}).get("rasterizer_threads", "?")
     return "default" if threads is None else "calling thread" if threads == 0 else str(threads)
 
@@ -379,7 +379,7 @@ def markdown(info: dict, results: dict, precisions, command: str, seconds: float
         "Median ms with readback; ratio = glcnn fp32 ms / reference ms (lower is better for "
         "glcnn); load = load + compile + first run in a fresh process (cold: Mesa shader cache "
         "and glcnn's prepared-model cache off; warm: both primed). Each model runs in a process "
-        "of its own; rasteriser threads: the LP_NUM_THREADS glcnn's context asked llvmpipe for "
+        "of its own; rasteriser threads: those llvmpipe runs for glcnn's context "
         "(glcnn.runtime.threads: \"calling thread\" = 0, \"default\" = one per core).", "",
         "### ONNX models against onnxruntime (CPU provider, one thread per core)", "", onnx, "",
         f"Geometric mean of glcnn / onnxruntime over {len(onnx_ratios)} ONNX models: "

@@ -156,8 +156,8 @@ def time_layers(pipe, feeds: dict, settings: Settings) -> list[dict]:
 
 # --- machine ----------------------------------------------------------------------------------
 def machine_info(ctx) -> dict:
-    """Date, platform, CPU, cores, GL renderer and version, the rasteriser threads asked for
-    (glcnn.runtime.threads), package versions, git, load."""
+    """Date, platform, CPU, cores, GL renderer and version, llvmpipe's rasteriser
+    threads (Context.rasterizer_threads), package versions, git, load."""
     from .. import __version__
     return {"date": datetime.now().astimezone().isoformat(timespec="seconds"),
             "platform": platform.platform(), "cpu": _cpu_model(),

@@ -213,7 +213,7 @@ class Context:
         rasterising on the calling thread (LP_NUM_THREADS=0: nothing to spread over)."""
         if not self.software:
             return 0
-        count = threads.from_environment()  # the user's, else what this context asked for
+        count = threads.from_environment()  # the user's, else the ones it runs
         count = self.rasterizer_threads if count is None else count
         return 64 * (count if count is not None else os.cpu_count() or 1)
 

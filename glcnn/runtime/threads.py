@@ -97,7 +97,7 @@ def check(ctx, ops) -> None:
     global _WARNED
     if _WARNED or not ctx.threads_chosen or not ctx.software or ctx.rasterizer_threads != 0:
         return
-    if preferred(ops) is None and list(ops):
+    if ops and preferred(ops) is None:
         _WARNED = True
         warnings.warn(
             f"glcnn: llvmpipe rasterises on one thread in this process ({VARIABLE}=0, chosen "
