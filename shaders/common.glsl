@@ -21,23 +21,24 @@
 // Defines: STORAGE_U8 (range-scaled RGBA8 storage); CUSTOM_MAIN (a shader with its own main(),
 //          no compute(): display, unblock); BLOCKED_OUTPUT with BLOCK_X, BLOCK_Y, BLOCK_STEP
 //          (the op defines compute_block() instead of compute(), see "Spatial blocking" below);
-//          RESIDUAL (add u_residual before activation); one of ACT_RELU, ACT_LEAKYRELU,
-//          ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID,
-//          ACT_HARDSWISH, ACT_SILU, or ACT_CLAMP (no activation, Relu, Clip, HardSigmoid or
-//          HardSwish in one program: clamp(a x + b) to u_act, times x for HardSwish, if u_act_on;
-//          glcnn/ops/base.py CLAMP_FORMS); POST_AFFINE (then
-//          v * scale + shift per channel, glcnn/graph/fuse_affine.py); OUTPUT_GRAD with a GRAD_
-//          define (after the residual add: v * f'(y), activation_derivative.glsl).
+//          RESIDUAL (add u_residual before the activation; with RESIDUAL_AFTER, after it); one
+//          of ACT_RELU, ACT_LEAKYRELU, ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU,
+//          ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SILU, or ACT_CLAMP (no activation, Relu, Clip,
+//          HardSigmoid or HardSwish in one program: clamp(a x + b) to u_act, times x for
+//          HardSwish, if u_act_on; glcnn/ops/base.py CLAMP_FORMS); POST_AFFINE (then v * scale
+//          + shift per channel, glcnn/graph/fuse_affine.py); OUTPUT_GRAD with a GRAD_ define
+//          (after the residual add: v * f'(y), activation_derivative.glsl).
 // Uniforms: u_out (output shape), u_act (activation parameters: alpha/beta or min/max),
 //           u_act_on and u_act_form (ACT_CLAMP: 0 = no activation; (a, b, times x)).
 // Samplers: u_residual (RESIDUAL), u_slope (ACT_PRELU: 1xS texel row of slopes),
 //           u_affine (POST_AFFINE: rows scale, shift),
 //           u_ranges (STORAGE_U8: row 2*id = offsets, row 2*id + 1 = scales, per slice).
 
-// Combinations that would compile into something else than they say. (GLSL 330 has no line
-// continuation, hence the long line.)
+// Combinations that would compile into something else than they say (the long line: no \ in 330).
 #if defined(ACT_RELU) + defined(ACT_LEAKYRELU) + defined(ACT_PRELU) + defined(ACT_CLIP) + defined(ACT_SIGMOID) + defined(ACT_TANH) + defined(ACT_ELU) + defined(ACT_HARDSIGMOID) + defined(ACT_HARDSWISH) + defined(ACT_SILU) + defined(ACT_CLAMP) > 1
 #error at most one of ACT_RELU, ACT_LEAKYRELU, ACT_PRELU, ACT_CLIP, ACT_SIGMOID, ACT_TANH, ACT_ELU, ACT_HARDSIGMOID, ACT_HARDSWISH, ACT_SILU, ACT_CLAMP
+#elif defined(RESIDUAL_AFTER) && (!defined(RESIDUAL) || defined(OUTPUT_GRAD))
+#error RESIDUAL_AFTER needs RESIDUAL, and no OUTPUT_GRAD
 #endif
 #ifdef BLOCKED_OUTPUT
 #if !defined(BLOCK_X) || !defined(BLOCK_Y) || !defined(BLOCK_STEP)
@@ -209,16 +210,19 @@ bool output_texel(out int slice, out ivec2 q) {
 
 #include "activation_derivative.glsl"
 
-// The fused epilogue of output pixel (y, x) of `slice`: residual add, activation, affine, zero
-// lanes past C (so a later op may read whole slices without masking), storage encoding.
+// The fused epilogue of output pixel (y, x) of `slice`: residual add and activation (in either
+// order), affine, zero lanes past C (read as whole slices, unmasked, later), storage encoding.
 vec4 epilogue(vec4 v, int slice, int y, int x) {
-#ifdef RESIDUAL
+#if defined(RESIDUAL) && !defined(RESIDUAL_AFTER)
     v += fetch(u_residual, u_residual_shape, slice, y, x);
 #endif
 #ifdef OUTPUT_GRAD  // v is dL/dy of y = f(z) in u_forward: dL/dz (activation_derivative.glsl)
     v = activation_derivative(v, fetch(u_forward, u_forward_shape, slice, y, x));
 #endif
     v = activate(v, slice);
+#ifdef RESIDUAL_AFTER
+    v += fetch(u_residual, u_residual_shape, slice, y, x);
+#endif
 #ifdef POST_AFFINE
     v = v * channel_params(u_affine, slice, 0) + channel_params(u_affine, slice, 1);
 #endif

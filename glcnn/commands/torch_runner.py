@@ -7,7 +7,8 @@ imports it inside the function that makes a torch runner, so `import glcnn` and
 
 Each node becomes one closure over its weights (converted to tensors once), computing the
 op with glcnn's (ONNX's) semantics and then the epilogue `glcnn.graph.passes` may have fused into
-it: `residual` adds the node's last input, `activation` applies an activation, `affine`
+it: `residual` adds the node's last input (before the activation, or after it for
+Node.residual_after_activation), `activation` applies an activation, `affine`
 scales and shifts each channel after it, `input_activation` one to the node's first input.
 Tensors are NCHW float32 with batch 1; glcnn's vectors (F, 1, 1) are (1, F, 1, 1) here. Every op of
 the glcnn registry runs, the multi-pass forms `glcnn.graph.passes.expand_reductions` makes
@@ -125,6 +126,7 @@ def _build(node, shapes):
     post = activation(act["op"], act, node.weights) if act else None
     before = activation(pre["op"], pre, {}) if pre else None
     skip = node.inputs[-1] if node.attrs.get("residual") else None
+    after = node.residual_after_activation  # y = act(body) + skip, not act(body + skip)
     affine = [_tensor(node.weights[k]).reshape(1, -1, 1, 1)
               for k in ("affine_scale", "affine_shift")] if node.attrs.get("affine") else None
     if post is None and skip is None and before is None and affine is None:
@@ -134,8 +136,9 @@ def _build(node, shapes):
         if before is not None:
             values = {**values, node.inputs[0]: before(values[node.inputs[0]])}
         y = body(values)
-        y = y + values[skip] if skip is not None else y
+        y = y + values[skip] if skip is not None and not after else y
         y = post(y) if post is not None else y
+        y = y + values[skip] if after else y
         return y * affine[0] + affine[1] if affine is not None else y
     return step
 

@@ -43,8 +43,16 @@ class Node:
         return self.name
 
     @property
+    def residual_after_activation(self) -> bool:
+        """Whether the fused residual input is added after the activation (attrs["residual"]
+        is RESIDUAL_AFTER: y = act(conv) + r, YOLO's and CSP bottlenecks) rather than
+        before it (True: y = act(conv + r), ResNet's)."""
+        return self.attrs.get("residual") == RESIDUAL_AFTER
+
+    @property
     def label(self) -> str:
         """The op with what was fused into it, in execution order: "Conv+Add+Relu",
+        "Conv+Silu+Add" for a residual added after the activation,
         "LeakyRelu+Conv" for an activation the conv applies to its input, "Mean+Conv" or
         "Mul+Conv" for a conv reading its input's spatial mean or its input times a gate
         (glcnn.graph.fuse_gate), "Conv+dRelu" for a gradient times an activation's
@@ -53,13 +61,18 @@ class Node:
         pre, act, grad = a.get("input_activation"), a.get("activation"), a.get("output_grad")
         return ((f"{_fused_op(pre)}+" if pre else "") + ("Mean+" if a.get("input_mean") else "")
                 + ("Mul+" if a.get("input_gate") else "") + self.op
-                + ("+Add" if a.get("residual") else "")
+                + ("+Add" if a.get("residual") and not self.residual_after_activation else "")
                 + (f"+d{_fused_op(grad)}" if grad else "")
                 + (f"+{_fused_op(act)}" if act else "")
+                + ("+Add" if self.residual_after_activation else "")
                 + ("+Affine" if a.get("affine") else ""))
 
     def __repr__(self):
         return f"{self.label}({', '.join(self.inputs)}) -> {self.name}"
+
+
+# attrs["residual"] of a node whose residual input is added after its activation (True: before)
+RESIDUAL_AFTER = "after"
 
 
 def _fused_op(part) -> str:

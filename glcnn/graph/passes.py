@@ -14,7 +14,9 @@
 - `fuse_space_to_depth`: a channel Concat of the k·k strided views x[:, a::k, b::k] of one
   tensor (YOLOv5's and YOLOX's Focus: eight Slice passes and a Concat) becomes one Rearrange.
 - `fuse_residual_add`: Add(conv, other) becomes the conv with `residual` (the add happens in
-  the conv's epilogue) when the conv's result is used only by that Add.
+  the conv's epilogue) when the conv's result is used only by that Add; after the conv's
+  activation (`residual_after_activation`) when the conv already applies one (YOLO's
+  bottlenecks: x + SiLU(conv)), so it runs again once activations are fused.
 - `fuse_activations`: an activation right after an op becomes that op's epilogue.
 - `fuse_input_activations`: a ReLU/LeakyReLU read only by convs (a U-Net's down path, whose
   un-activated tensor also feeds a skip Concat) is applied by those convs as they fetch.
@@ -46,7 +48,7 @@ from ..ops.reduce import spatial_axes
 from .fuse_affine import dense, fold_affine, fuse_swish, scale_conv, scale_dense
 from .fuse_gate import fuse_input_gates, fuse_pooled_convs
 from .fuse_norm import fuse_layernorm
-from .graph import Graph, Node
+from .graph import RESIDUAL_AFTER, Graph, Node
 
 _CONVS = ("Conv", "ConvTranspose")
 # Ops with a fixed number of inputs whose epilogue can add a residual input (common.glsl
@@ -80,10 +82,12 @@ def _folded_weights(conv: Node, bn: Node) -> dict[str, np.ndarray]:
 
 def fuse_residual_add(graph: Graph) -> Graph:
     """Move Add(conv, skip) into the conv's epilogue when the Add is the conv's only user
-    (likewise an InstanceNorm: `_RESIDUAL_HOSTS`).
+    (likewise an InstanceNorm: `_RESIDUAL_HOSTS`): before the conv's activation if it has
+    none yet (`residual` True: a later activation applies to the sum), else after it
+    (`residual` RESIDUAL_AFTER, common.glsl RESIDUAL_AFTER).
 
     A broadcasting Add (skip of shape (C, 1, 1)) stays a pass of its own: the epilogue
-    reads the residual texel by texel.
+    reads the residual texel by texel. So does an Add after a fused affine epilogue.
     """
     shapes = build_ops(graph)[1]
     for add in [n for n in graph.nodes if n.op == "Add" and len(n.inputs) == 2
@@ -92,7 +96,7 @@ def fuse_residual_add(graph: Graph) -> Graph:
             conv = next((n for n in graph.nodes if n.name == source), None)
             skip = add.inputs[1 - i]
             if (conv is None or conv.op not in _RESIDUAL_HOSTS or conv.attrs.get("residual")
-                    or conv.attrs.get("activation") or conv.attrs.get("affine")
+                    or conv.attrs.get("affine") or conv.attrs.get("output_grad")
                     or graph.sole_consumer(conv.name) is not add
                     or skip == conv.name or shapes[skip] != shapes[conv.name]):
                 continue
@@ -101,7 +105,8 @@ def fuse_residual_add(graph: Graph) -> Graph:
                                               if n.name == skip), default=-1):
                 continue
             conv.inputs = conv.inputs + [skip]
-            conv.attrs = {**conv.attrs, "residual": True}
+            conv.attrs = {**conv.attrs,
+                          "residual": RESIDUAL_AFTER if conv.attrs.get("activation") else True}
             graph.absorb(conv, add)
             break
     return graph
@@ -403,5 +408,6 @@ def optimize(graph: Graph) -> Graph:
     graph = drop_identity_reshapes(expand_reductions(fuse_layernorm(graph)))
     graph = fold_flatten_order(fold_affine(fuse_swish(fold_batchnorm(graph)), into="weights"))
     graph = flatten_dense_to_conv(graph)
-    graph = fold_affine(fuse_activations(fuse_residual_add(graph)), into="epilogue")
+    graph = fuse_residual_add(fuse_activations(fuse_residual_add(graph)))
+    graph = fold_affine(graph, into="epilogue")
     return fuse_input_activations(fuse_input_gates(fuse_pooled_convs(graph)))

@@ -350,13 +350,17 @@ def evaluate(node, values):
 
 
 def _epilogue(node, y, values):
-    """Fused parts of a node (see glcnn.graph.passes): residual add, activation, then the
-    per-channel affine (glcnn.graph.fuse_affine)."""
-    if node.attrs.get("residual"):
+    """Fused parts of a node (see glcnn.graph.passes): residual add, activation (or the
+    activation, then the residual add: Node.residual_after_activation), then the per-channel
+    affine (glcnn.graph.fuse_affine)."""
+    after = node.residual_after_activation
+    if node.attrs.get("residual") and not after:
         y = y + values[node.inputs[-1]]
     act = node.attrs.get("activation")
     if act:
         y = activation(act["op"], y, act, {"slope": node.weights.get("slope")})
+    if after:
+        y = y + values[node.inputs[-1]]
     if node.attrs.get("affine"):
         scale, shift = (np.asarray(node.weights[k], F).reshape(-1, 1, 1)
                         for k in ("affine_scale", "affine_shift"))

@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError, WeightError, quote
-from ..graph.graph import FLOAT32_MAX, Node, float32
+from ..graph.graph import FLOAT32_MAX, RESIDUAL_AFTER, Node, float32
 from ..layout import pack_channels
 from ..registry import enter
 
@@ -188,6 +188,9 @@ class Op:
             self.fail(f"cannot fuse activation {quote(act.get('op'))}", UnsupportedOpError)
         if act:
             self.check_activation(act)
+        if self.node.attrs.get("residual") not in (None, False, True, RESIDUAL_AFTER):
+            self.fail(f"residual {self.node.attrs['residual']!r} unknown; expected true (added "
+                      f"before the activation) or {RESIDUAL_AFTER!r} (after it)")
         if self.node.attrs.get("residual") and self.in_shapes[-1] != self.output_shape():
             self.fail(f"residual input has shape {self.in_shapes[-1]}, "
                       f"output is {self.output_shape()}")
@@ -254,6 +257,8 @@ class Op:
             out["ACT_" + act["op"].upper()] = 1
         if self.node.attrs.get("residual"):
             out["RESIDUAL"] = 1
+        if self.node.residual_after_activation:
+            out["RESIDUAL_AFTER"] = 1
         if self.node.attrs.get("affine"):
             out["POST_AFFINE"] = 1
         if self.node.attrs.get("output_grad"):

@@ -7,7 +7,8 @@ gradients in the forward layouts, "loss" the loss texel, "target" the target. Wa
 forward nodes backwards:
 
 - loss: LossGrad(y, target) -> grad:y, LossSum(y, target) -> loss;
-- a layer's activation (fused, or standalone Relu, ...): ActivationGrad(grad:L, L) -> dz:L,
+- a layer's activation (fused, or standalone Relu, ...): ActivationGrad(grad:L, L) -> dz:L
+  (of Sub(L, r) -> act:L for a residual r added after it, L holding act(z) + r),
   folded into the conv or LossGrad computing grad:L where nothing else reads that (the
   "output_grad" epilogue), the unfused op kept for meta["on_demand"] (Trainer.gradient);
 - Conv / ConvTranspose: ConvGradWeight(x, dz), ConvGradBias(dz), and for an input that is no
@@ -15,7 +16,8 @@ forward nodes backwards:
   (Conv: ConvTranspose with output_padding = the rows the stride left over; ConvTranspose:
   Conv; with one group it reads the layer's own filter layout, attrs["filters_transposed"]);
   a fused residual input gets dz;
-- Add: dz to both inputs; any op's fused residual input: dz;
+- Add: dz to both inputs; any op's fused residual input: dz (grad:L if added after the
+  activation);
 - MaxPool, AveragePool: PoolGrad(dz, x); Resize: ResizeGrad(dz, x); Concat: a Slice of dz per
   input; Flatten / Reshape: a Rearrange of dz back to x's shape (nothing when the shapes agree);
 - Gemm: GemmGradWeight(x, dz), ConvGradBias(dz) (its bias layout is a conv's), and
@@ -93,7 +95,7 @@ def backward_graph(graph: Graph, loss: str, samples: int = 1) -> tuple[Graph, li
             continue
         g = gradients[node.name] = _sum(nodes, node.name, parts)
         dz = _activation_grad(nodes, node, g)
-        for tensor, grad in _input_grads(nodes, params, node, dz, graph.inputs, shapes):
+        for tensor, grad in _input_grads(nodes, params, node, g, dz, graph.inputs, shapes):
             contributions.setdefault(tensor, []).append(grad)
     nodes, on_demand = _fuse_activation_grads(nodes)
     inputs = {name: shapes[name] for name in _read(nodes) if name != TARGET}
@@ -197,17 +199,24 @@ def _activation_grad(nodes: list[Node], node: Node, g: str) -> str:
     act = _activation(node)
     if act is None:
         return g
-    nodes.append(Node("ActivationGrad", f"dz:{node.name}", [g, node.name], {"act": act}))
+    y = node.name  # the activation's output, from which ActivationGrad reads its derivative
+    if node.residual_after_activation:  # node.name is act(z) + r: take r off again
+        y = f"act:{node.name}"
+        nodes.append(Node("Sub", y, [node.name, node.inputs[-1]]))
+    nodes.append(Node("ActivationGrad", f"dz:{node.name}", [g, y], {"act": act}))
     return f"dz:{node.name}"
 
 
-def _input_grads(nodes, params, node: Node, dz: str, graph_inputs, shapes):
-    """(tensor, gradient) contributions of `node` to its inputs; adds its weight gradients."""
+def _input_grads(nodes, params, node: Node, g: str, dz: str, graph_inputs, shapes):
+    """(tensor, gradient) contributions of `node` to its inputs, given dL/dy `g` and dL/dz
+    `dz` of y = act(z); adds its weight gradients. A residual added after the activation
+    gets g, one added before it dz."""
     if node.op in GRAD_ACTIVATIONS:
         return [(node.inputs[0], dz)]
     if node.op == "Add":
         return [(t, dz) for t in node.inputs]
-    out = [(node.inputs[-1], dz)] if node.attrs.get("residual") else []
+    residual = g if node.residual_after_activation else dz
+    out = [(node.inputs[-1], residual)] if node.attrs.get("residual") else []
     wanted = [t not in graph_inputs for t in node.inputs]
     if node.op in CONVS:
         return out + _conv_grads(nodes, params, node, dz, wanted[0], shapes)

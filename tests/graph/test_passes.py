@@ -16,7 +16,9 @@ from helpers import (
     signature,
 )
 
+import glcnn
 from glcnn.graph import Graph, Node, passes, reference
+from glcnn.ops import build_ops
 
 
 def _bn(name, x, c, seed=1):
@@ -109,6 +111,63 @@ def test_fuse_residual_add_of_two_convs_fuses_the_later_one(ctx):
     fused = optimised_matches_original(ctx, graph)
     assert signature(fused) == ["Conv", "Conv+Add"]
     assert fused.nodes[1].inputs == ["x", "a"]
+
+
+# An Add after the conv's activation (YOLOv8's and CSP bottlenecks: x + SiLU(conv(x))) runs in
+# the conv's epilogue after the activation: (graph id, nodes after conv "c" of x, signature).
+# (c, h, w) of x; 16 channels at 32² make the conv a blocked (several pixels a fragment) pass.
+def _after_graph(c, h, w, tail, act="Relu"):
+    nodes = [conv_node("c", "x", c, c, seed=3)]
+    if act == "Silu":  # x * sigmoid(x), as exporters write it: fuse_swish makes it Silu
+        nodes += [Node("Sigmoid", "sig", ["c"]), Node("Mul", "act", ["c", "sig"])]
+    else:
+        nodes.append(_act("act", "c", act, **({"alpha": 0.2} if act == "LeakyRelu" else {})))
+    nodes.append(Node("Add", "add", ["x", "act"] if tail == "skip-first" else ["act", "x"]))
+    if tail == "affine":  # a per-channel Mul after the Add: the affine comes after the residual
+        scale = np.linspace(0.5, 2.0, c, dtype=np.float32).reshape(c, 1, 1)
+        nodes.append(Node("Mul", "scaled", ["add"], {}, {"B": scale}))
+    return Graph({"x": (c, h, w)}, nodes, [nodes[-1].name])
+
+
+AFTER = [  # (id, c, h, w, tail, act, signature)
+    ("relu", 4, 5, 6, "act-first", "Relu", ["Conv+Relu+Add"]),
+    ("relu-skip-first", 4, 5, 6, "skip-first", "Relu", ["Conv+Relu+Add"]),
+    ("silu", 6, 7, 5, "act-first", "Silu", ["Conv+Silu+Add"]),
+    ("leaky-affine", 5, 6, 7, "affine", "LeakyRelu", ["Conv+LeakyRelu+Add+Affine"]),
+    ("silu-blocked", 16, 32, 32, "act-first", "Silu", ["Conv+Silu+Add"]),
+]
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize(("c", "h", "w", "tail", "act", "expected"), [a[1:] for a in AFTER],
+                         ids=[a[0] for a in AFTER])
+def test_fuse_residual_add_after_the_activation(ctx, c, h, w, tail, act, expected, precision):
+    """GPU output of the fused graph against the reference of the unfused one, which adds x
+    after the activation: a residual added before it would differ wherever the activation
+    is not the identity (negative sums)."""
+    fused = optimised_matches_original(ctx, _after_graph(c, h, w, tail, act), precision)
+    assert signature(fused) == expected
+    assert fused.nodes[0].inputs == ["x", "x"] and fused.nodes[0].residual_after_activation
+
+
+def test_the_residual_before_and_after_the_activation_differ():
+    """GL-free: the reference of a residual added after the activation is not the one added
+    before it, so the test above can tell the two apart."""
+    graph = passes.optimize(_after_graph(4, 5, 6, "act-first"))
+    feeds = _feeds(graph, "fp32")
+    before = copy.deepcopy(graph)
+    before.nodes[0].attrs["residual"] = True
+    after, other = reference.run(graph, feeds)["add"], reference.run(before, feeds)["add"]
+    assert np.abs(after - other).max() > 0.1
+
+
+def test_a_residual_attribute_of_another_value_is_refused():
+    graph = Graph({"x": (4, 5, 6)}, [conv_node("c", "x", 4, 4)], ["c"])
+    graph.nodes[0].inputs.append("x")
+    graph.nodes[0].attrs["residual"] = "sideways"
+    with pytest.raises(glcnn.GlcnnError, match=r"'c'.*residual 'sideways' unknown; expected "
+                                               r"true .* or 'after'"):
+        build_ops(graph)
 
 
 # --- fuse_activations -------------------------------------------------------------------------
@@ -279,12 +338,6 @@ def _skip_computed_after_conv():
         ["add"])
 
 
-def _activation_before_add():
-    return Graph({"x": (4, 5, 5)}, [
-        conv_node("conv", "x", 4, 4), _act("relu", "conv"), Node("Add", "add", ["relu", "x"])],
-        ["add"])
-
-
 def _activation_after_slice():
     crop = Node("Slice", "crop", ["x"], {"starts": [1, 1], "ends": [4, 5]})
     return Graph({"x": (4, 5, 5)}, [crop, _act("relu", "crop")], ["relu"])
@@ -298,7 +351,6 @@ UNFUSED = [
     (_conv_added_to_itself, ["Conv", "Add"]),
     (_broadcast_skip, ["Conv", "Add+Relu"]),
     (_skip_computed_after_conv, ["Conv", "Tanh", "Add"]),
-    (_activation_before_add, ["Conv+Relu", "Add"]),
     (_activation_after_slice, ["Slice", "Relu"]),
     (_input_activation_also_read_by_add, ["Conv", "Relu", "Conv+Add", "Concat"]),
     (_input_activation_of_a_generic_conv, ["Conv", "Relu", "Conv", "Concat"]),
@@ -315,6 +367,7 @@ def test_no_fusion_where_it_would_change_results(ctx, make, expected):
 @pytest.mark.parametrize("attrs,label", [
     ({}, "Conv"),
     ({"residual": True, "activation": {"op": "Relu"}}, "Conv+Add+Relu"),
+    ({"residual": "after", "activation": {"op": "Silu"}}, "Conv+Silu+Add"),
     ({"input_activation": {"op": "LeakyRelu"}, "input_gate": True}, "LeakyRelu+Mul+Conv"),
     ({"input_mean": True, "activation": {"op": "HardSigmoid"}}, "Mean+Conv+HardSigmoid"),
     ({"output_grad": {"op": "Sigmoid"}}, "Conv+dSigmoid"),

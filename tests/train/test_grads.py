@@ -100,14 +100,19 @@ def test_standalone_activations_and_add(op, ctx):
     check_gradients(b.build([y]), ctx)
 
 
-def test_a_fused_residual_conv(ctx):
+@pytest.mark.parametrize(("residual", "act"), [(True, "Relu"), ("after", "Relu"),
+                                               ("after", "Sigmoid"), ("after", "Tanh")])
+def test_a_fused_residual_conv(ctx, residual, act):
+    """act(conv + r), and act(conv) + r (the residual added after the activation, as
+    glcnn.graph.passes fuses YOLO's bottlenecks): the activation's derivative is read from
+    its output, the sum less r."""
     b = Builder(seed=5)
     x = b.input("x", (4, 6, 6))
     a = b.conv(x, 4, 1, name="pre")
     graph = b.build([b.conv(a, 4, 3, padding=1, name="layer")])
     layer = graph.node("layer")
     layer.inputs.append("pre")
-    layer.attrs |= {"residual": True, "activation": {"op": "Relu"}}
+    layer.attrs |= {"residual": residual, "activation": {"op": act}}
     check_gradients(graph, ctx)
 
 

@@ -100,7 +100,7 @@ class TorchGraph:
             z = x + values[node.inputs[1]]
         elif node.op in SHAPING:
             z = SHAPING[node.op](self, node, values)
-            if a.get("residual"):
+            if a.get("residual") and not node.residual_after_activation:
                 z = z + values[node.inputs[-1]]
         else:
             w, b = self.params[f"{node.name}.weight"], self.params.get(f"{node.name}.bias")
@@ -113,10 +113,11 @@ class TorchGraph:
             else:
                 z = F.conv_transpose2d(x, w, b, output_padding=tuple(a.get("output_padding",
                                                                            (0, 0))), **geometry)
-            if a.get("residual"):
-                z = z + values[node.inputs[1]]
+            if a.get("residual") and not node.residual_after_activation:
+                z = z + values[node.inputs[-1]]
         act = a.get("activation")
-        return ACTIVATIONS[act["op"]](z, act) if act else z
+        y = ACTIVATIONS[act["op"]](z, act) if act else z
+        return y + values[node.inputs[-1]] if node.residual_after_activation else y
 
     def _gemm(self, node, values):
         x = values[node.inputs[0]]
