@@ -5,6 +5,8 @@
   x · clip(x + 3, 0, 6) / 6 (the /6 before or after the product, as a Div or a Mul by 1/6)
   → HardSwish(x). Exporters write these when the framework's op has no ONNX counterpart at
   their opset (PyTorch's SiLU, Paddle's hardswish); as one activation it fuses into the conv.
+- `drop_identity_affine`: Mul or Div by 1, Add or Sub of 0 go (PP-OCRv4 rec's swish is
+  x · sigmoid(x · 1): without the Mul it is one Silu).
 - `fold_affine`: Mul, Add, Sub or Div of a tensor by a constant that is one value or one per
   channel, and BatchNormalization (each a per-channel affine y = x · a + b).
   `into="weights"`: after a Conv or ConvTranspose with nothing fused yet, into its weights
@@ -89,6 +91,27 @@ def _gate(graph: Graph, mul: Node) -> tuple[str, list[Node], str] | None:
         if _relu6_of(graph, g) == x:
             return x, [graph.producer(node.inputs[0]), node], "HardSwish"
     return None
+
+
+_IDENTITY = {"Mul": 1.0, "Div": 1.0, "Add": 0.0, "Sub": 0.0}
+
+
+def drop_identity_affine(graph: Graph) -> Graph:
+    """Remove each plain Mul or Div by a constant of ones and Add or Sub of zeros (every
+    value of B; one tensor input, the output of its shape, no graph output), its readers
+    rewired to its input, in place. Exact: x · 1 = x / 1 = x − 0 = x + 0 = x (but −0 + 0 =
+    +0)."""
+    shapes = build_ops(graph)[1]
+    for node in [n for n in graph.nodes if n.op in _IDENTITY]:
+        if (not _plain(node, node.op) or len(node.inputs) != 1 or node.attrs.get("swap")
+                or "B" not in node.weights or node.name in graph.outputs
+                or shapes[node.name] != shapes[node.inputs[0]]
+                or not np.all(np.asarray(node.weights["B"]) == _IDENTITY[node.op])):
+            continue
+        for user in graph.consumers(node.name):
+            user.inputs = [node.inputs[0] if t == node.name else t for t in user.inputs]
+        graph.nodes.remove(node)
+    return graph
 
 
 def fuse_swish(graph: Graph) -> Graph:

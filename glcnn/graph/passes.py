@@ -21,7 +21,8 @@
 - `fuse_input_activations`: a ReLU/LeakyReLU read only by convs (a U-Net's down path, whose
   un-activated tensor also feeds a skip Concat) is applied by those convs as they fetch.
 - `fuse_affine.fuse_swish`: x·sigmoid(x) and the written-out hardswish forms become one
-  activation; `fuse_affine.fold_affine`: a Mul/Add/Sub/Div by a per-channel constant folds
+  activation (after `fuse_affine.drop_identity_affine` took out multiplications by 1 and
+  additions of 0); `fuse_affine.fold_affine`: a Mul/Add/Sub/Div by a per-channel constant folds
   into the conv before it (its weights), or after an activation into the host's epilogue.
 - `fuse_norm.fuse_layernorm`: the decomposed LayerNorm chain (ReduceMean, Sub, Pow, ...)
   becomes one LayerNormalization.
@@ -45,7 +46,14 @@ from ..ops.base import ACTIVATION_DEFAULTS, EPILOGUE_HOSTS
 from ..ops.batchnorm import batchnorm_affine
 from ..ops.conv import INPUT_ACTIVATIONS
 from ..ops.reduce import spatial_axes
-from .fuse_affine import dense, fold_affine, fuse_swish, scale_conv, scale_dense
+from .fuse_affine import (
+    dense,
+    drop_identity_affine,
+    fold_affine,
+    fuse_swish,
+    scale_conv,
+    scale_dense,
+)
 from .fuse_gate import fuse_input_gates, fuse_pooled_convs
 from .fuse_norm import fuse_layernorm
 from .graph import RESIDUAL_AFTER, Graph, Node
@@ -406,7 +414,8 @@ def optimize(graph: Graph) -> Graph:
     """Run every pass in place and return `graph` (first `fuse_norm.fuse_layernorm`)."""
     graph = fuse_space_to_depth(graph)
     graph = drop_identity_reshapes(expand_reductions(fuse_layernorm(graph)))
-    graph = fold_flatten_order(fold_affine(fuse_swish(fold_batchnorm(graph)), into="weights"))
+    graph = fuse_swish(drop_identity_affine(fold_batchnorm(graph)))
+    graph = fold_flatten_order(fold_affine(graph, into="weights"))
     graph = flatten_dense_to_conv(graph)
     graph = fuse_residual_add(fuse_activations(fuse_residual_add(graph)))
     graph = fold_affine(graph, into="epilogue")

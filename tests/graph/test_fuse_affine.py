@@ -1,4 +1,4 @@
-"""fuse_swish and fold_affine (glcnn/graph/fuse_affine.py): each rewritten graph runs on the GPU
+"""fuse_swish, drop_identity_affine and fold_affine (glcnn/graph/fuse_affine.py): each rewritten graph runs on the GPU
 and is compared with the numpy reference of the *original* graph, at every precision."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from helpers import PRECISIONS, conv_node, optimised_matches_original, signature
 
 from glcnn.graph import Graph, Node
-from glcnn.graph.fuse_affine import fold_affine, fuse_swish
+from glcnn.graph.fuse_affine import drop_identity_affine, fold_affine, fuse_swish
 
 pytestmark = pytest.mark.gl
 
@@ -21,6 +21,11 @@ def _silu():
 
 def _silu_swapped():
     return [Node("Sigmoid", "s", ["conv"]), Node("Mul", "y", ["s", "conv"])]
+
+
+def _silu_of_x_times_one():  # PP-OCRv4 rec's export of Paddle's swish: x * sigmoid(x * 1)
+    return [_const("Mul", "one", "conv", [1.0]), Node("Sigmoid", "s", ["one"]),
+            Node("Mul", "y", ["conv", "s"])]
 
 
 def _hardsigmoid_gate():
@@ -38,7 +43,8 @@ def _relu6_div_first():  # torch's hardsigmoid written out: x * (clip(x + 3, 0, 
             _const("Mul", "d", "c", 1 / 6), Node("Mul", "y", ["d", "conv"])]
 
 
-SWISH = [(_silu, "Silu"), (_silu_swapped, "Silu"), (_hardsigmoid_gate, "HardSwish"),
+SWISH = [(_silu, "Silu"), (_silu_swapped, "Silu"), (_silu_of_x_times_one, "Silu"),
+         (_hardsigmoid_gate, "HardSwish"),
          (_relu6_then_div, "HardSwish"), (_relu6_div_first, "HardSwish")]
 
 
@@ -63,6 +69,37 @@ def test_hardswish_with_other_bounds_is_left_alone(ctx):
     graph = Graph({"x": (4, 5, 5)}, [conv_node("conv", "x", 4, 4), *chain], ["y"])
     out = optimised_matches_original(ctx, graph, optimise=fuse_swish)
     assert signature(out) == ["Conv", "Add", "Clip", "Mul", "Div"]
+
+
+IDENTITIES = [  # (id, op, constant B, swapped (B op x), dropped?)
+    ("mul-one", "Mul", [1.0], False, True), ("div-ones", "Div", np.ones((4, 1, 1)), False, True),
+    ("add-zero", "Add", 0.0, False, True), ("sub-zeros", "Sub", np.zeros(4), False, True),
+    ("mul-almost-one", "Mul", [1.0 + 2.0 ** -23], False, False),
+    ("add-zero-but-one", "Add", [0.0, 0.0, 0.5, 0.0], False, False),
+    ("zero-minus-x", "Sub", 0.0, True, False),
+    ("mul-widening", "Mul", np.ones((4, 5, 6)), False, False),  # broadcasts x (4, 1, 1) up
+]
+
+
+@pytest.mark.parametrize(("op", "value", "swap", "dropped"), [i[1:] for i in IDENTITIES],
+                         ids=[i[0] for i in IDENTITIES])
+def test_identity_arithmetic_goes(ctx, op, value, swap, dropped):
+    """x · 1, x / 1, x + 0, x − 0 go, their readers reading x; a value that is not the
+    identity everywhere, 0 − x, and a constant that widens x stay."""
+    x = (4, 1, 1) if np.ndim(value) == 3 else (4, 5, 6)
+    node = _const(op, "id", "conv", value, **({"swap": 1} if swap else {}))
+    graph = Graph({"x": x}, [conv_node("conv", "x", 4, 4, k=1), node,
+                             Node("Relu", "y", ["id"])], ["y"])
+    out = optimised_matches_original(ctx, graph, optimise=drop_identity_affine)
+    assert signature(out) == (["Conv", "Relu"] if dropped else ["Conv", op, "Relu"])
+    assert out.nodes[-1].inputs == (["conv"] if dropped else ["id"])
+
+
+def test_identity_arithmetic_that_is_an_output_stays(ctx):
+    graph = Graph({"x": (4, 5, 6)}, [conv_node("conv", "x", 4, 4), _const("Mul", "y", "conv", 1.0)],
+                  ["y"])
+    out = optimised_matches_original(ctx, graph, optimise=drop_identity_affine)
+    assert signature(out) == ["Conv", "Mul"]
 
 
 AFFINES = [  # (id, op, constant per channel?)
