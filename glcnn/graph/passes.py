@@ -26,7 +26,8 @@
   into the conv before it (its weights), or after an activation into the host's epilogue.
 - `fuse_norm.fuse_layernorm`: the decomposed LayerNorm chain (ReduceMean, Sub, Pow, ...)
   becomes one LayerNormalization.
-- `fuse_gate.fuse_input_gates`: a squeeze-excitation Mul(x, gate (C, 1, 1)) read only by convs
+- `fuse_gate.fuse_residual_gates`: x + x·gate becomes x·(gate + 1);
+  `fuse_gate.fuse_input_gates`: a squeeze-excitation Mul(x, gate (C, 1, 1)) read only by convs
   is applied by those convs as they fetch x; `fuse_gate.fuse_pooled_convs`: a small global
   average pool read only by 1×1 convs is summed by those convs themselves.
 `optimize` runs them all, the LayerNorm fusion first, then reductions and reshapes, BatchNorm,
@@ -54,7 +55,7 @@ from .fuse_affine import (
     scale_conv,
     scale_dense,
 )
-from .fuse_gate import fuse_input_gates, fuse_pooled_convs
+from .fuse_gate import fuse_input_gates, fuse_pooled_convs, fuse_residual_gates
 from .fuse_norm import fuse_layernorm
 from .graph import RESIDUAL_AFTER, Graph, Node
 
@@ -418,5 +419,5 @@ def optimize(graph: Graph) -> Graph:
     graph = fold_flatten_order(fold_affine(graph, into="weights"))
     graph = flatten_dense_to_conv(graph)
     graph = fuse_residual_add(fuse_activations(fuse_residual_add(graph)))
-    graph = fold_affine(graph, into="epilogue")
+    graph = fold_affine(fuse_residual_gates(graph), into="epilogue")
     return fuse_input_activations(fuse_input_gates(fuse_pooled_convs(graph)))

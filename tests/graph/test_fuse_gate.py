@@ -8,7 +8,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from helpers import assert_close, conv_node, optimised_matches_original, storable
+from helpers import (
+    PRECISIONS,
+    assert_close,
+    conv_node,
+    optimised_matches_original,
+    storable,
+)
 from onnx import TensorProto, helper, numpy_helper
 
 import glcnn
@@ -239,3 +245,60 @@ def test_gate_on_an_input_read_in_place(ctx, monkeypatch, precision):
         assert "c" in pipe.plan.blocked_tensors
         gated = next(op for op in pipe.ops if op.node.attrs.get("input_gate"))
         assert "BLOCKED_INPUT" in pipe.plan.defines(gated, pipe.plan.blocked_tensors)
+
+
+# --- fuse_residual_gates: x + x·g -> x·(g + 1) ------------------------------------------------
+def _residual_se(c=8, h=6, w=7, order="x-first", mul_order="x-first", gate_output=False,
+                 other=False, then_add=False):
+    """conv x → pool → 1×1 conv → Relu → 1×1 conv → HardSigmoid g → Mul(x, g) → Add(x, ·) = y
+    (PP-OCRv4 det's RSE block); `other`: the Mul scales another tensor than the Add's x."""
+    pool = Node("GlobalAveragePool", "p", ["x"])
+    nodes = [conv_node("x", "in", c, c, seed=1), pool,
+             conv_node("f1", "p", c, max(c // 4, 1), k=1, seed=2), Node("Relu", "r", ["f1"]),
+             conv_node("f2", "r", max(c // 4, 1), c, k=1, seed=3),
+             Node("HardSigmoid", "g", ["f2"], {"alpha": 1 / 6, "beta": 0.5})]
+    scaled = "x"
+    if other:
+        nodes.append(conv_node("o", "in", c, c, seed=4))
+        scaled = "o"
+    nodes.append(Node("Mul", "m", [scaled, "g"] if mul_order == "x-first" else ["g", scaled]))
+    nodes.append(Node("Add", "y", ["x", "m"] if order == "x-first" else ["m", "x"]))
+    if then_add:  # an FPN's Add reads the block's result, as in PP-OCRv4 det
+        nodes += [Node("Resize", "up", ["in"], {"scales": [1.0, 1.0]}),
+                  Node("Add", "fpn", ["y", "up"])]
+    outputs = ["fpn" if then_add else "y"] + (["g"] if gate_output else [])
+    return Graph({"in": (c, h, w)}, nodes, outputs)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize(("order", "mul_order"), [("x-first", "x-first"), ("m-first", "g-first")])
+def test_residual_gate_is_one_mul(ctx, order, mul_order, precision):
+    """Against the reference of the unfused graph: one Mul by g + 1, the + 1 folded into the
+    gate conv's epilogue after its HardSigmoid; no Add over x."""
+    graph = optimised_matches_original(ctx, _residual_se(order=order, mul_order=mul_order),
+                                       precision)
+    labels = [n.label for n in graph.nodes]
+    assert "Add" not in labels and labels.count("Mul") == 1, labels
+    assert "Conv+HardSigmoid+Affine" in labels, labels
+    mul = next(n for n in graph.nodes if n.op == "Mul")
+    assert mul.name == "y" and mul.inputs[0] == "x"
+
+
+def test_residual_gate_read_by_another_add(ctx):
+    graph = optimised_matches_original(ctx, _residual_se(then_add=True))
+    labels = [n.label for n in graph.nodes]
+    assert labels.count("Mul") == 1 and labels[-1] == "Add", labels
+
+
+def test_residual_gate_whose_gate_has_another_reader(ctx):
+    """g is also an output: the + 1 stays a (C, 1, 1) Add pass of its own, g unchanged."""
+    graph = optimised_matches_original(ctx, _residual_se(gate_output=True))
+    labels = [n.label for n in graph.nodes]
+    assert labels.count("Add") == 1 and labels.count("Mul") == 1, labels
+    assert graph.node("g").label == "Conv+HardSigmoid"
+
+
+def test_residual_gate_of_another_tensor_stays(ctx):
+    graph = optimised_matches_original(ctx, _residual_se(other=True))
+    labels = [n.label for n in graph.nodes]
+    assert labels.count("Mul") == 1 and labels[-1] == "Add", labels
