@@ -101,12 +101,13 @@ def drop_identity_affine(graph: Graph) -> Graph:
     value of B; one tensor input, the output of its shape, no graph output), its readers
     rewired to its input, in place. Exact: x · 1 = x / 1 = x − 0 = x + 0 = x (but −0 + 0 =
     +0)."""
-    shapes = build_ops(graph)[1]
-    for node in [n for n in graph.nodes if n.op in _IDENTITY]:
-        if (not _plain(node, node.op) or len(node.inputs) != 1 or node.attrs.get("swap")
-                or "B" not in node.weights or node.name in graph.outputs
-                or shapes[node.name] != shapes[node.inputs[0]]
-                or not np.all(np.asarray(node.weights["B"]) == _IDENTITY[node.op])):
+    candidates = [n for n in graph.nodes if n.op in _IDENTITY and _plain(n, n.op)
+                  and len(n.inputs) == 1 and not n.attrs.get("swap") and "B" in n.weights
+                  and n.name not in graph.outputs
+                  and np.all(np.asarray(n.weights["B"]) == _IDENTITY[n.op])]
+    shapes = build_ops(graph)[1] if candidates else {}  # shapes only where one may go
+    for node in candidates:
+        if shapes[node.name] != shapes[node.inputs[0]]:
             continue
         for user in graph.consumers(node.name):
             user.inputs = [node.inputs[0] if t == node.name else t for t in user.inputs]

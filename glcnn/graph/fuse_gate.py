@@ -157,10 +157,12 @@ def fuse_residual_gates(graph: Graph) -> Graph:
     g's producer's epilogue (after its activation) when g has no other reader. The sum is
     rounded once less or once more (x·(g + 1) against x + x·g): float32 rounding, the same
     result to within its relative error."""
-    shapes = build_ops(graph)[1]
+    muls = {n.name for n in graph.nodes if n.op == "Mul"}
+    adds = [n for n in graph.nodes if n.op == "Add" and len(n.inputs) == 2 and not n.weights
+            and not any(n.attrs.get(k) for k in _FUSED) and muls & set(n.inputs)]
+    shapes = build_ops(graph)[1] if adds else {}  # shapes only where a rewrite may happen
     names = {n.name for n in graph.nodes} | set(graph.inputs)
-    for add in [n for n in graph.nodes if n.op == "Add" and len(n.inputs) == 2
-                and not n.weights and not any(n.attrs.get(k) for k in _FUSED)]:
+    for add in adds:
         for i, name in enumerate(add.inputs):
             mul = graph.producer(name)
             operands = _gate_operands(mul, shapes) if mul is not None else None

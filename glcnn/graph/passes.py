@@ -98,7 +98,7 @@ def fuse_residual_add(graph: Graph) -> Graph:
     A broadcasting Add (skip of shape (C, 1, 1)) stays a pass of its own: the epilogue
     reads the residual texel by texel. So does an Add after a fused affine epilogue.
     """
-    shapes = build_ops(graph)[1]
+    shapes = None  # built at the first candidate: optimize runs this twice
     for add in [n for n in graph.nodes if n.op == "Add" and len(n.inputs) == 2
                 and not n.attrs.get("activation")]:
         for i, source in enumerate(add.inputs):
@@ -106,8 +106,10 @@ def fuse_residual_add(graph: Graph) -> Graph:
             skip = add.inputs[1 - i]
             if (conv is None or conv.op not in _RESIDUAL_HOSTS or conv.attrs.get("residual")
                     or conv.attrs.get("affine") or conv.attrs.get("output_grad")
-                    or graph.sole_consumer(conv.name) is not add
-                    or skip == conv.name or shapes[skip] != shapes[conv.name]):
+                    or graph.sole_consumer(conv.name) is not add or skip == conv.name):
+                continue
+            shapes = shapes or build_ops(graph)[1]
+            if shapes[skip] != shapes[conv.name]:
                 continue
             # The skip tensor must exist before the conv runs.
             if graph.nodes.index(conv) < max((graph.nodes.index(n) for n in graph.nodes
