@@ -485,3 +485,18 @@ def test_focus_slices_and_concat_become_one_rearrange(ctx, order, chained, preci
 ], ids=["other-order", "three-parts", "part-read-twice"])
 def test_focus_forms_that_stay_slices(ctx, graph):
     assert "Rearrange" not in signature(optimised_matches_original(ctx, graph))
+
+
+@pytest.mark.parametrize("residual", [True, "after"])
+def test_the_torch_runner_adds_the_residual_where_the_reference_does(residual):
+    """glcnn diff's torch side (glcnn/commands/torch_runner.py) against the float64 reference,
+    for a residual added before and after a Sigmoid (they differ by far more than the
+    tolerance)."""
+    from glcnn.commands.torch_runner import TorchRunner
+    graph = Graph({"x": (4, 5, 6)}, [conv_node("c", "x", 4, 4, seed=3)], ["c"])
+    graph.nodes[0].inputs.append("x")
+    graph.nodes[0].attrs |= {"residual": residual, "activation": {"op": "Sigmoid"}}
+    feeds = _feeds(graph, "fp32")
+    got = TorchRunner(graph, threads=1)(feeds)["c"]
+    np.testing.assert_allclose(got.reshape(4, 5, 6), reference.run(graph, feeds)["c"],
+                               rtol=1e-5, atol=1e-5)
