@@ -11,9 +11,11 @@ import pytest
 from helpers import (
     PRECISIONS,
     _feeds,
+    assert_close,
     conv_node,
     optimised_matches_original,
     signature,
+    storable,
 )
 
 import glcnn
@@ -148,6 +150,25 @@ def test_fuse_residual_add_after_the_activation(ctx, c, h, w, tail, act, expecte
     fused = optimised_matches_original(ctx, _after_graph(c, h, w, tail, act), precision)
     assert signature(fused) == expected
     assert fused.nodes[0].inputs == ["x", "x"] and fused.nodes[0].residual_after_activation
+
+
+@pytest.mark.parametrize(("c", "h", "w", "tail", "act"), [(5, 6, 7, "affine", "LeakyRelu"),
+                                                         (16, 32, 32, "act-first", "Silu")],
+                         ids=["leaky-affine", "silu-blocked"])
+def test_residual_after_the_activation_in_u8(ctx, c, h, w, tail, act):
+    """u8 storage (range-scaled RGBA8, calibrated on the fused graph): the residual is read
+    through its ranges and added after the activation, before the affine."""
+    original = _after_graph(c, h, w, tail, act)
+    graph = passes.optimize(copy.deepcopy(original))
+    assert graph.nodes[0].residual_after_activation
+    rng = np.random.default_rng(7)
+    feeds = [{"x": rng.standard_normal((c, h, w)).astype(np.float32)} for _ in range(3)]
+    glcnn.calibrate(graph, feeds, ctx)
+    x = storable(feeds[0]["x"], "u8")
+    with glcnn.Pipeline(graph, ctx, precision="u8") as pipe:
+        y = pipe.run({"x": x})
+    name = original.outputs[0]
+    assert_close(y, reference.run(original, {"x": x})[name], "u8", f"{act} {tail} {c}x{h}x{w}")
 
 
 def test_the_residual_before_and_after_the_activation_differ():
