@@ -107,11 +107,8 @@ def drop_identity_affine(graph: Graph) -> Graph:
                   and np.all(np.asarray(n.weights["B"]) == _IDENTITY[n.op])]
     shapes = build_ops(graph)[1] if candidates else {}  # shapes only where one may go
     for node in candidates:
-        if shapes[node.name] != shapes[node.inputs[0]]:
-            continue
-        for user in graph.consumers(node.name):
-            user.inputs = [node.inputs[0] if t == node.name else t for t in user.inputs]
-        graph.nodes.remove(node)
+        if shapes[node.name] == shapes[node.inputs[0]]:
+            graph.bypass(node)
     return graph
 
 

@@ -161,7 +161,6 @@ def fuse_residual_gates(graph: Graph) -> Graph:
     adds = [n for n in graph.nodes if n.op == "Add" and len(n.inputs) == 2 and not n.weights
             and not any(n.attrs.get(k) for k in _FUSED) and muls & set(n.inputs)]
     shapes = build_ops(graph)[1] if adds else {}  # shapes only where a rewrite may happen
-    names = {n.name for n in graph.nodes} | set(graph.inputs)
     for add in adds:
         for i, name in enumerate(add.inputs):
             mul = graph.producer(name)
@@ -170,9 +169,7 @@ def fuse_residual_gates(graph: Graph) -> Graph:
                     or graph.sole_consumer(mul.name) is not add):
                 continue
             x, g = operands
-            one = next(f"{g}+1" + "'" * k for k in range(len(names) + 1)
-                       if f"{g}+1" + "'" * k not in names)
-            names.add(one)
+            one = graph.fresh(f"{g}+1")
             shapes[one] = shapes[g]
             graph.nodes.insert(graph.nodes.index(mul),
                                Node("Add", one, [g], {}, {"B": np.ones(1, np.float32)}))

@@ -124,6 +124,19 @@ class Graph:
         self.nodes.remove(absorbed)
         host.name = absorbed.name
 
+    def bypass(self, node: Node) -> None:
+        """Remove `node` (of one tensor input, no graph output), its readers reading its
+        input instead: for a node that leaves its input's values as they are."""
+        for user in self.consumers(node.name):
+            user.inputs = [node.inputs[0] if t == node.name else t for t in user.inputs]
+        self.nodes.remove(node)
+
+    def fresh(self, name: str) -> str:
+        """`name`, with a numeric suffix if a tensor of the graph already has it."""
+        taken = set(self.inputs) | {n.name for n in self.nodes}
+        candidates = (f"{name}{i or ''}" for i in range(len(taken) + 1))
+        return next(c for c in candidates if c not in taken)
+
     def validate(self) -> None:
         """Check the graph is well formed, before any op looks at it.
 

@@ -184,13 +184,6 @@ _SPLITS = {"GlobalAveragePool": ("ReduceMean", "ReduceMean"),
            "InstanceNormVariance": ("InstanceNormVariance", "ReduceMean")}
 
 
-def _fresh(graph: Graph, name: str) -> str:
-    """`name`, with a numeric suffix if a tensor of `graph` already has it."""
-    taken = set(graph.inputs) | {n.name for n in graph.nodes}
-    candidates = (f"{name}{i or ''}" for i in range(len(taken) + 1))
-    return next(c for c in candidates if c not in taken)
-
-
 def _replace(graph: Graph, node: Node, new_nodes: list[Node]) -> None:
     i = graph.nodes.index(node)
     graph.nodes[i:i + 1] = new_nodes
@@ -206,8 +199,8 @@ def expand_instancenorm(graph: Graph) -> Graph:
         if h * w <= INSTANCENORM_ONE_PASS_POSITIONS:
             continue
         x = node.inputs[0]
-        mean = Node("InstanceNormMean", _fresh(graph, node.name + "/mean"), [x], {"axes": [2, 3]})
-        var = Node("InstanceNormVariance", _fresh(graph, node.name + "/var"), [x, mean.name],
+        mean = Node("InstanceNormMean", graph.fresh(node.name + "/mean"), [x], {"axes": [2, 3]})
+        var = Node("InstanceNormVariance", graph.fresh(node.name + "/var"), [x, mean.name],
                    {"axes": [2, 3]})
         apply = Node("InstanceNormApply", node.name, [x, mean.name, var.name, *node.inputs[1:]],
                      dict(node.attrs), dict(node.weights))
@@ -226,7 +219,7 @@ def split_reductions(graph: Graph) -> Graph:
         if not both or h == 1 or w == 1 or h * w < SPLIT_REDUCTION_POSITIONS:
             continue
         w_op, h_op = _SPLITS[node.op]
-        rows = Node(w_op, _fresh(graph, node.name + "/w"), list(node.inputs), {"axes": [3]})
+        rows = Node(w_op, graph.fresh(node.name + "/w"), list(node.inputs), {"axes": [3]})
         attrs = {k: v for k, v in node.attrs.items() if k not in ("axes", "keepdims")}
         _replace(graph, node, [rows, Node(h_op, node.name, [rows.name], attrs | {"axes": [2]},
                                           dict(node.weights))])
@@ -245,7 +238,7 @@ def expand_softmax(graph: Graph) -> Graph:
         extra = h * w * n * (2 * n - 3) if op.axis == 1 else texels * (2 * n - 5)
         if extra <= SOFTMAX_PASS_IN_FETCHES:
             continue
-        stats = Node("SoftmaxStats", _fresh(graph, node.name + "/stats"), node.inputs[:1],
+        stats = Node("SoftmaxStats", graph.fresh(node.name + "/stats"), node.inputs[:1],
                      {"axis": op.axis})
         attrs = {k: v for k, v in node.attrs.items() if k != "axis"} | {"axis": op.axis}
         _replace(graph, node, [stats, Node("SoftmaxApply", node.name,
@@ -284,9 +277,7 @@ def drop_identity_reshapes(graph: Graph) -> Graph:
         if host is not None and graph.sole_consumer(source) is node:
             graph.absorb(host, node)
         elif node.name not in graph.outputs:
-            for user in graph.consumers(node.name):
-                user.inputs = [source if t == node.name else t for t in user.inputs]
-            graph.nodes.remove(node)
+            graph.bypass(node)
     return graph
 
 
