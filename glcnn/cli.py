@@ -39,7 +39,7 @@ from .commands.run import cmd_run, load_for_input
 from .commands.train import add_options as add_training_options
 from .errors import GlcnnError, ShapeError
 from .importers import model_path, shipped_models
-from .inputs import IMAGE_SUFFIXES, read_npy
+from .inputs import IMAGE_SUFFIXES, channels_last, read_npy
 from .runtime.precision import TOLERANCE
 
 __all__ = ["cmd_run", "load_for_input", "main", "read_input", "write_output"]
@@ -330,9 +330,9 @@ def _bench_input(args) -> np.ndarray:
     if len(graph.inputs) != 1:
         raise GlcnnError(f"--input {path}: {args.model} has inputs {list(graph.inputs)}; an "
                          "image or NHWC array feeds one-input models")
-    shape = next(iter(graph.inputs.values()))
+    name, shape = next(iter(graph.inputs.items()))
     x = images.read_input(path, shape, graph.meta, images.Preprocess.from_args(args))
-    if graph.meta.get("layout") == "NHWC":  # a channels-last TF.js model's own layout
+    if channels_last(graph.meta, name):  # a TF.js model's own layout, or an NHWC ONNX input
         return x.transpose(1, 2, 0)[None]
     return x[None]  # (1, C, H, W): NCHW, the own layout of ONNX and .npz models
 

@@ -181,6 +181,24 @@ def checked_input(name: str, value, expected: tuple, own: tuple = (),
     return as_float32(x, f"input {quote(name)}")
 
 
+def channels_last(meta: dict, name: str) -> bool:
+    """Whether model input `name` is channels-last, (1, H, W, C), in the model file while glcnn
+    holds it (C, H, W): every input of a TF.js model (meta layout "NHWC") and each ONNX input
+    whose NHWC-to-NCHW Transpose glcnn took out (meta channels_last_inputs,
+    glcnn.graph.fold_layout)."""
+    return meta.get("layout") == "NHWC" or name in meta.get("channels_last_inputs", ())
+
+
+def own_input(meta: dict, name: str, x: np.ndarray) -> np.ndarray:
+    """The (C, H, W) array `x` of input `name` in the model file's own shape (meta
+    onnx_input_shapes; without one (1, C, H, W)), e.g. for onnxruntime: transposed to
+    (1, H, W, C) where the input is `channels_last`."""
+    own = meta.get("onnx_input_shapes", {}).get(name)
+    if own and len(own) == 4 and channels_last(meta, name):
+        return x.transpose(1, 2, 0).reshape(own)
+    return x.reshape(own or (1, *x.shape))
+
+
 def as_float32(x: np.ndarray, what: str) -> np.ndarray:
     """`x` as float32, refusing what is not real numbers or not finite in float32.
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GlcnnError, MismatchError, quote
-from ..inputs import checked_input
+from ..inputs import channels_last, checked_input, own_input
 
 AGAINST = ("onnxruntime", "torch")
 
@@ -93,8 +93,7 @@ def make_reference(name: str, model, graph, inputs: dict, shapes: dict,
 
 def _onnxruntime(model, graph, inputs, shapes, threads) -> Reference:
     import onnxruntime as ort
-    own = graph.meta.get("onnx_input_shapes", {})
-    feeds = {n: x.reshape(own.get(n, (1, *x.shape))) for n, x in inputs.items()}
+    feeds = {n: own_input(graph.meta, n, x) for n, x in inputs.items()}
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     try:
@@ -136,9 +135,8 @@ def chw_inputs(graph, feeds: dict) -> dict[str, np.ndarray]:
         ShapeError: an input of the wrong shape, dtype, or with NaN/Inf.
     """
     own = graph.meta.get("onnx_input_shapes", {})
-    nhwc = graph.meta.get("layout") == "NHWC"
     return {name: checked_input(name, x, tuple(graph.inputs[name]), tuple(own.get(name, ())),
-                                nhwc).astype(np.float32, copy=False)
+                                channels_last(graph.meta, name)).astype(np.float32, copy=False)
             for name, x in feeds.items()}
 
 

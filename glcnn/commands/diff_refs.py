@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GlcnnError, NothingComparedError, quote
+from ..inputs import own_input
 
 AGAINST = ("onnxruntime", "numpy", "tfjs-outputs")
 EXAMPLES = 5  # expected file or layer names an error lists
@@ -124,8 +125,7 @@ def onnxruntime_outputs(model, graph, inputs: dict) -> dict:
     names = onnx_counterparts(onnx_model, graph)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    onnx_shapes = graph.meta.get("onnx_input_shapes", {})
-    feeds = {name: np.asarray(x, np.float32).reshape(onnx_shapes.get(name, (1, *x.shape)))
+    feeds = {name: own_input(graph.meta, name, np.asarray(x, np.float32))
              for name, x in inputs.items()}
     try:
         session = ort.InferenceSession(

@@ -280,7 +280,8 @@ def _meta_ok(key: str, value) -> bool:
         return isinstance(value, dict) and all(
             isinstance(dims, list | tuple) and all(_is_int(d) and d >= 0 for d in dims)
             for dims in value.values())
-    if key in ("channels_last_outputs", "channels_last_tensors"):  # ONNX rank-3 (C, 1, L)
+    if key in ("channels_last_outputs", "channels_last_tensors",  # ONNX rank-3 (C, 1, L)
+               "channels_last_inputs"):  # ONNX NHWC images held (C, H, W): fold_layout.py
         return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
     if key == "channel_order":
         return value in ("rgb", "bgr")

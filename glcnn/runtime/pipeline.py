@@ -18,7 +18,7 @@ import numpy as np
 from .. import debug
 from ..errors import ContextError, GlcnnError, ShapeError, quote
 from ..graph.graph import Graph
-from ..inputs import array_ndim, checked_input
+from ..inputs import array_ndim, channels_last, checked_input
 from ..layout import Atlas, pack, unpack
 from ..limits import check_flops
 from ..limits import memory_budget as memory_budget_bytes
@@ -249,7 +249,7 @@ class Pipeline(Views):
         if name not in self.graph.inputs:
             raise ShapeError(f"no model input named {quote(name)}; inputs: {self.graph.inputs}")
         own = self.graph.meta.get("onnx_input_shapes", {}).get(name, ())
-        nhwc = self.graph.meta.get("layout") == "NHWC"
+        nhwc = channels_last(self.graph.meta, name)
         x = checked_input(name, value, tuple(self.graph.inputs[name]), tuple(own), nhwc)
         self.textures[name].write(self._encode(name, x).tobytes(),
                                   viewport=(0, 0, *Atlas.of(self.shapes[name]).size))
