@@ -112,10 +112,12 @@ def _onnxruntime(model, graph, inputs, shapes, threads) -> Reference:
 def torch_graph(model, input_size=None):
     """The graph torch runs: `model` as imported (at `input_size` for open sizes), with
     BatchNorm folded and activations and residual adds fused, but reductions not split into
-    glcnn's multi-pass form."""
+    glcnn's multi-pass form; NHWC inputs taken as glcnn takes them, (C, H, W) without their
+    Transpose (fold_layout), as `chw_inputs` gives them."""
     from ..graph import passes
     from ..importers import load_graph
-    graph = passes.drop_identity_reshapes(load_graph(model, input_size))
+    graph = load_graph(model, input_size)
+    graph = passes.drop_identity_reshapes(passes.fold_input_transposes(graph))
     return passes.fuse_activations(passes.fuse_residual_add(passes.fold_batchnorm(graph)))
 
 

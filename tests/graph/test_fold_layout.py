@@ -3,8 +3,9 @@ node) leaves the graph; glcnn holds the input (C, H, W) and transposes the model
 (1, H, W, C) arrays as it uploads them.
 
 The GPU checks run the folded graph and compare it with the reference of the original graph
-(the Transpose included) on the same NHWC array; onnxruntime checks `glcnn bench` and
-`glcnn diff`, which feed it the model's own layout back from glcnn's (C, H, W).
+(the Transpose included) on the same NHWC array; onnxruntime and torch check `glcnn bench` and
+`glcnn diff`, which feed onnxruntime the model's own layout back from glcnn's (C, H, W) and
+torch the graph it runs with the same fold.
 """
 
 import copy
@@ -126,8 +127,8 @@ def test_bench_and_diff_feed_onnxruntime_the_own_layout(ctx, tmp_path):
     path = nhwc_onnx(tmp_path / "nhwc.onnx")
     assert glcnn.load_optimized(path).meta["channels_last_inputs"] == ["x"]
     x = nhwc_array(seed=3)
-    report = bench(path, x, against=("onnxruntime",), ctx=ctx, report_progress=print,
+    report = bench(path, x, against=("onnxruntime", "torch"), ctx=ctx, report_progress=print,
                    settings=Settings(runs=2, warmup=1, budget=1.0, load_times=False, settle=0))
-    assert [a["ok"] for a in report["agreement"]] == [True]
+    assert [a["ok"] for a in report["agreement"]] == [True] * 3  # each pair of three
     rows, first = diff(path, x, against="onnxruntime", ctx=ctx)
     assert first is None and [r.layer for r in rows if r.compared] == ["x", "relu", "y"]
