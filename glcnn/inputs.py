@@ -199,6 +199,16 @@ def own_input(meta: dict, name: str, x: np.ndarray) -> np.ndarray:
     return x.reshape(own or (1, *x.shape))
 
 
+def onnx_as_stored(value, channels_last: bool) -> np.ndarray:
+    """An ONNX (1, A, B) tensor as glcnn holds it: (B, 1, A) channels last, else (A, 1, B);
+    an ONNX (1, H, W, C) tensor held channels last (fold_layout) as (C, H, W)."""
+    if value.ndim == 4 and channels_last and value.shape[0] == 1:
+        return value[0].transpose(2, 0, 1)
+    if value.ndim != 3 or value.shape[0] != 1:
+        return value
+    return value[0].T[:, None, :] if channels_last else value[0][:, None, :]
+
+
 def as_float32(x: np.ndarray, what: str) -> np.ndarray:
     """`x` as float32, refusing what is not real numbers or not finite in float32.
 

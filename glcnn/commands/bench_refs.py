@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GlcnnError, MismatchError, quote
-from ..inputs import channels_last, checked_input, own_input
+from ..inputs import channels_last, checked_input, onnx_as_stored, own_input
 
 AGAINST = ("onnxruntime", "torch")
 
@@ -101,8 +101,8 @@ def _onnxruntime(model, graph, inputs, shapes, threads) -> Reference:
         values = session.run(graph.outputs, feeds)
     except Exception as exc:  # onnxruntime raises its own (non-GlcnnError) exception types
         raise GlcnnError(f"onnxruntime failed on {model}: {str(exc).splitlines()[0]}") from None
-    last = set(graph.meta.get("channels_last_outputs", ()))  # ONNX (1, L, C) held (C, 1, L)
-    outputs = {n: _as_chw(v[0].T if n in last and v.ndim == 3 else v, shapes[n],
+    last = set(graph.meta.get("channels_last_outputs", ()))  # held (C, 1, L) or (C, H, W)
+    outputs = {n: _as_chw(onnx_as_stored(v, n in last), shapes[n],
                           f"onnxruntime output {quote(n)}")
                for n, v in zip(graph.outputs, values)}
     return Reference(f"onnxruntime ({threads} threads)",
@@ -112,12 +112,11 @@ def _onnxruntime(model, graph, inputs, shapes, threads) -> Reference:
 def torch_graph(model, input_size=None):
     """The graph torch runs: `model` as imported (at `input_size` for open sizes), with
     BatchNorm folded and activations and residual adds fused, but reductions not split into
-    glcnn's multi-pass form; NHWC inputs taken as glcnn takes them, (C, H, W) without their
-    Transpose (fold_layout), as `chw_inputs` gives them."""
+    glcnn's multi-pass form; NHWC inputs and outputs held (C, H, W) without their Transposes
+    (fold_layout), as `chw_inputs` gives them and glcnn's outputs are."""
     from ..graph import passes
     from ..importers import load_graph
-    graph = load_graph(model, input_size)
-    graph = passes.drop_identity_reshapes(passes.fold_input_transposes(graph))
+    graph = passes.drop_identity_reshapes(passes.fold_layout(load_graph(model, input_size)))
     return passes.fuse_activations(passes.fuse_residual_add(passes.fold_batchnorm(graph)))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GlcnnError, NothingComparedError, quote
-from ..inputs import own_input
+from ..inputs import onnx_as_stored, own_input
 
 AGAINST = ("onnxruntime", "numpy", "tfjs-outputs")
 EXAMPLES = 5  # expected file or layer names an error lists
@@ -137,16 +137,9 @@ def onnxruntime_outputs(model, graph, inputs: dict) -> dict:
     from ..ops import build_ops
     shapes = build_ops(graph)[1]
     last = set(graph.meta.get("channels_last_tensors", ()))
-    return {layer: _as_chw(_onnx_as_stored(v, layer in last), shapes[layer],
+    return {layer: _as_chw(onnx_as_stored(v, layer in last), shapes[layer],
                            f"ONNX tensor {quote(names[layer])}")
             for layer, v in zip(names, values)}
-
-
-def _onnx_as_stored(value, channels_last: bool) -> np.ndarray:
-    """An ONNX (1, A, B) tensor as glcnn holds it: (B, 1, A) channels last, else (A, 1, B)."""
-    if value.ndim != 3 or value.shape[0] != 1:
-        return value
-    return value[0].T[:, None, :] if channels_last else value[0][:, None, :]
 
 
 # --- per-layer .npy files --------------------------------------------------------------------

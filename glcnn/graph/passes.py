@@ -24,19 +24,20 @@
   activation (after `fuse_affine.drop_identity_affine` took out multiplications by 1 and
   additions of 0); `fuse_affine.fold_affine`: a Mul/Add/Sub/Div by a per-channel constant folds
   into the conv before it (its weights), or after an activation into the host's epilogue.
-- `fold_layout.fold_input_transposes`: an NHWC model input's Transpose to NCHW (tf2onnx's first
-  node) goes; the input is held (C, H, W) and transposed as it is uploaded.
+- `fold_layout.fold_layout`: an NHWC model input's Transpose to NCHW (tf2onnx's first node)
+  and an output's Transpose back to NHWC go; they are held (C, H, W) and transposed as they
+  are uploaded and returned.
 - `fuse_norm.fuse_layernorm`: the decomposed LayerNorm chain (ReduceMean, Sub, Pow, ...)
   becomes one LayerNormalization.
 - `fuse_gate.fuse_residual_gates`: x + x·gate becomes x·(gate + 1);
   `fuse_gate.fuse_input_gates`: a squeeze-excitation Mul(x, gate (C, 1, 1)) read only by convs
   is applied by those convs as they fetch x; `fuse_gate.fuse_pooled_convs`: a small global
   average pool read only by 1×1 convs is summed by those convs themselves.
-`optimize` runs them all, the input Transposes' fold and the LayerNorm fusion first, then reductions and reshapes, BatchNorm,
-swish and affine folds into weights, residual adds, activations, affine epilogues, pools
-and gates into convs, input activations (so conv → BN → add → relu is one pass, conv → ·a + b
-→ hardswish → ·c + d too, and InstanceNormalization → Relu ends in one normalise pass with the
-Relu fused).
+`optimize` runs them all, the layout folds and the LayerNorm fusion first, then reductions and
+reshapes, BatchNorm, swish and affine folds into weights, residual adds, activations, affine
+epilogues, pools and gates into convs, input activations (so conv → BN → add → relu is one
+pass, conv → ·a + b → hardswish → ·c + d too, and InstanceNormalization → Relu ends in one
+normalise pass with the Relu fused).
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -57,7 +58,7 @@ from .fuse_affine import (
     scale_conv,
     scale_dense,
 )
-from .fold_layout import fold_input_transposes
+from .fold_layout import fold_layout
 from .fuse_gate import fuse_input_gates, fuse_pooled_convs, fuse_residual_gates
 from .fuse_norm import fuse_layernorm
 from .graph import RESIDUAL_AFTER, Graph, Node
@@ -409,8 +410,8 @@ def fuse_space_to_depth(graph: Graph) -> Graph:
 
 def optimize(graph: Graph) -> Graph:
     """Run every pass in place and return `graph` (first
-    `fold_layout.fold_input_transposes`)."""
-    graph = fuse_space_to_depth(fold_input_transposes(graph))
+    `fold_layout.fold_layout`)."""
+    graph = fuse_space_to_depth(fold_layout(graph))
     graph = drop_identity_reshapes(expand_reductions(fuse_layernorm(graph)))
     graph = fuse_swish(drop_identity_affine(fold_batchnorm(graph)))
     graph = fold_flatten_order(fold_affine(graph, into="weights"))

@@ -1,11 +1,12 @@
-"""fold_layout.fold_input_transposes: an NHWC model input's Transpose to NCHW (tf2onnx's first
-node) leaves the graph; glcnn holds the input (C, H, W) and transposes the model's own
-(1, H, W, C) arrays as it uploads them.
+"""fold_layout: an NHWC model input's Transpose to NCHW (tf2onnx's first node) and an output's
+Transpose back to NHWC leave the graph; glcnn holds both (C, H, W), transposes the model's own
+(1, H, W, C) input arrays as it uploads them and the outputs as it returns them. A Softmax
+after an output's Transpose moves before it.
 
 The GPU checks run the folded graph and compare it with the reference of the original graph
-(the Transpose included) on the same NHWC array; onnxruntime and torch check `glcnn bench` and
+(the Transposes included) on the same NHWC array; onnxruntime and torch check `glcnn bench` and
 `glcnn diff`, which feed onnxruntime the model's own layout back from glcnn's (C, H, W) and
-torch the graph it runs with the same fold.
+torch the graph it runs with the same folds.
 """
 
 import copy
@@ -21,7 +22,7 @@ import glcnn
 from glcnn.commands.bench import Settings, bench
 from glcnn.commands.diff import diff
 from glcnn.graph import Graph, Node, passes, reference
-from glcnn.graph.fold_layout import fold_input_transposes
+from glcnn.graph.fold_layout import fold_input_transposes, fold_layout
 from glcnn.inputs import channels_last, own_input
 
 H, W, C = 6, 5, 3
@@ -131,4 +132,70 @@ def test_bench_and_diff_feed_onnxruntime_the_own_layout(ctx, tmp_path):
                    settings=Settings(runs=2, warmup=1, budget=1.0, load_times=False, settle=0))
     assert [a["ok"] for a in report["agreement"]] == [True] * 3  # each pair of three
     rows, first = diff(path, x, against="onnxruntime", ctx=ctx)
-    assert first is None and [r.layer for r in rows if r.compared] == ["x", "relu", "y"]
+    assert glcnn.load_optimized(path).meta["channels_last_outputs"] == ["y"]
+    assert first is None and [r.layer for r in rows if r.compared] == ["x", "y"]
+
+
+# --- outputs --------------------------------------------------------------------------------
+def nhwc_outputs_graph(outputs=("y", "s"), own=True, extra_reader=False) -> Graph:
+    """x (C, H, W) → conv 3 → 4 → Transpose NCHW → NHWC = output y (1, H, W, 4); conv 3 → 2 →
+    Transpose → Softmax over the last axis = output s (1, H, W, 2), as P-Net ends (without s
+    when `outputs` leaves it out)."""
+    nhwc = {"perm": [0, 2, 3, 1]}
+    nodes = [conv_node("box", "x", C, 4), Node("Transpose", "y", ["box"], nhwc)]
+    if "s" in outputs:
+        nodes += [conv_node("score", "x", C, 2, seed=1), Node("Transpose", "t", ["score"], nhwc),
+                  Node("Softmax", "s", ["t"], {"axis": 3})]
+    if extra_reader:
+        nodes.append(Node("Relu", "r", ["box"]))
+    graph = Graph({"x": (C, H, W)}, nodes, list(outputs) + (["r"] if extra_reader else []))
+    if own:
+        graph.meta["onnx_output_shapes"] = {"y": [1, H, W, 4], "s": [1, H, W, 2]}
+    return graph
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_output_transposes_fold_into_the_readback(ctx, precision):
+    graph = nhwc_outputs_graph()
+    x = np.random.default_rng(4).standard_normal((1, C, H, W)).astype(np.float32)
+    if precision == "fp16":
+        x = x.astype(np.float16).astype(np.float32)
+    ref = reference.run(graph, {"x": x[0]})  # y and s as (H, W, C') glcnn tensors
+    folded = passes.optimize(copy.deepcopy(graph))
+    assert signature(folded) == ["Conv", "Conv", "Softmax"]
+    assert [n.name for n in folded.nodes][0] == "y" and folded.nodes[-1].attrs["axis"] == 1
+    assert folded.meta["channels_last_outputs"] == ["y", "s"]
+    with glcnn.Pipeline(folded, ctx, precision) as pipe:
+        got = pipe.run(x)  # batched: each output in its own (1, H, W, C')
+        for name in ("y", "s"):
+            what = f"folded NHWC output {name}, {precision}"
+            assert_close(got[name], ref[name][None], precision, what)
+            assert_close(pipe.read(name), ref[name].transpose(2, 0, 1), precision,
+                         what + " read as (C, H, W)")
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("case", ["no own shapes", "source read elsewhere", "not an output"])
+def test_output_transposes_stay(ctx, case):
+    graph = nhwc_outputs_graph(("y",), own=case != "no own shapes",
+                               extra_reader=case == "source read elsewhere")
+    if case == "not an output":  # y read by a node after it instead
+        graph.nodes.append(Node("Relu", "after", ["y"]))
+        graph.outputs = ["after"]
+    out = optimised_matches_original(ctx, graph)
+    assert "Transpose" in signature(out) and "channels_last_outputs" not in out.meta
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("axis", [3, -1, 2, 1])
+def test_softmax_moves_before_its_transpose(ctx, axis):
+    """Transpose → Softmax over any axis is the same values as Softmax over the Transpose
+    input's axis → Transpose; here the Transpose stays (no own output shape to fold into)."""
+    graph = Graph({"x": (C, H, W)}, [
+        conv_node("conv", "x", C, 5),
+        Node("Transpose", "t", ["conv"], {"perm": [0, 2, 3, 1]}),
+        Node("Softmax", "s", ["t"], {"axis": axis}), Node("Relu", "y", ["s"])], ["y"])
+    out = optimised_matches_original(ctx, graph, optimise=fold_layout)
+    assert [n.op for n in out.nodes] == ["Conv", "Softmax", "Transpose", "Relu"]
+    assert out.nodes[1].attrs["axis"] == [0, 2, 3, 1][axis % 4]
