@@ -3,9 +3,11 @@
 //          OTHER_TENSOR (same shape), OTHER_CHANNEL ((C,1,1) tensor),
 //          OTHER_CONSTANT (per-channel constant in u_params row 0),
 //          OTHER_BROADCAST (two tensors, each axis the output's size or 1 on either side),
-//          OTHER_ATLAS (a constant glcnn-shaped tensor u_const, broadcast likewise);
+//          OTHER_ATLAS (a constant glcnn-shaped tensor u_const, broadcast likewise),
+//          OTHER_UPSAMPLE (a tensor read at (y / u_upsample.y, x / u_upsample.x));
 //          SWAP (OP_DIV: b / a instead of a / b, a constant divided by the input).
-// Uniforms: u_input_shape, u_other_shape, u_const_shape (OTHER_ATLAS); u_op (OP_ARITH:
+// Uniforms: u_input_shape, u_other_shape, u_const_shape (OTHER_ATLAS), u_upsample
+//           (OTHER_UPSAMPLE: the whole factors (kx, ky)); u_op (OP_ARITH:
 //           glcnn/ops/binary.py ARITH, b - a for a Sub with swap).
 // Samplers: u_input, u_other | u_params | u_const.
 
@@ -15,8 +17,8 @@
 #if defined(SWAP) && !defined(OP_DIV)
 #error SWAP is OP_DIV's (OP_ARITH subtracts the other way by u_op)
 #endif
-#if defined(OTHER_TENSOR) + defined(OTHER_CHANNEL) + defined(OTHER_CONSTANT) + defined(OTHER_BROADCAST) + defined(OTHER_ATLAS) != 1
-#error binary.glsl needs exactly one of OTHER_TENSOR, OTHER_CHANNEL, OTHER_CONSTANT, OTHER_BROADCAST and OTHER_ATLAS
+#if defined(OTHER_TENSOR) + defined(OTHER_CHANNEL) + defined(OTHER_CONSTANT) + defined(OTHER_BROADCAST) + defined(OTHER_ATLAS) + defined(OTHER_UPSAMPLE) != 1
+#error binary.glsl needs exactly one of OTHER_TENSOR, OTHER_CHANNEL, OTHER_CONSTANT, OTHER_BROADCAST, OTHER_ATLAS and OTHER_UPSAMPLE
 #endif
 
 #include "broadcast.glsl"
@@ -32,6 +34,9 @@ uniform ivec4 u_const_shape;
 uniform sampler2D u_other;
 uniform ivec4 u_other_shape;
 #endif
+#ifdef OTHER_UPSAMPLE
+uniform ivec2 u_upsample;
+#endif
 
 vec4 first(int slice, int y, int x) {
 #if defined(OTHER_BROADCAST) || defined(OTHER_ATLAS)
@@ -44,6 +49,8 @@ vec4 first(int slice, int y, int x) {
 vec4 other(int slice, int y, int x) {
 #if defined(OTHER_TENSOR)
     return fetch(u_other, u_other_shape, slice, y, x);
+#elif defined(OTHER_UPSAMPLE)  // y, x >= 0: integer division is the floor
+    return fetch(u_other, u_other_shape, slice, y / u_upsample.y, x / u_upsample.x);
 #elif defined(OTHER_CHANNEL)
     return fetch(u_other, u_other_shape, slice, 0, 0);
 #elif defined(OTHER_BROADCAST)

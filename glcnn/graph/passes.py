@@ -17,6 +17,8 @@
   the conv's epilogue) when the conv's result is used only by that Add; after the conv's
   activation (`residual_after_activation`) when the conv already applies one (YOLO's
   bottlenecks: x + SiLU(conv)), so it runs again once activations are fused.
+- `fuse_resize.fuse_upsampled_adds`: Add(x, nearest upscale of u by whole factors) (a feature
+  pyramid's top-down path) reads u upscaled in its own pass; the Resize goes.
 - `fuse_activations`: an activation right after an op becomes that op's epilogue.
 - `fuse_input_activations`: a ReLU/LeakyReLU read only by convs (a U-Net's down path, whose
   un-activated tensor also feeds a skip Concat) is applied by those convs as they fetch.
@@ -59,6 +61,7 @@ from .fuse_affine import (
     scale_dense,
 )
 from .fold_layout import fold_layout
+from .fuse_resize import fuse_upsampled_adds
 from .fuse_gate import fuse_input_gates, fuse_pooled_convs, fuse_residual_gates
 from .fuse_norm import fuse_layernorm
 from .graph import RESIDUAL_AFTER, Graph, Node
@@ -104,7 +107,7 @@ def fuse_residual_add(graph: Graph) -> Graph:
     """
     shapes = None  # built at the first candidate: optimize runs this twice
     for add in [n for n in graph.nodes if n.op == "Add" and len(n.inputs) == 2
-                and not n.attrs.get("activation")]:
+                and not n.attrs.get("activation") and not n.attrs.get("upsample")]:
         for i, source in enumerate(add.inputs):
             conv = next((n for n in graph.nodes if n.name == source), None)
             skip = add.inputs[1 - i]
@@ -416,6 +419,6 @@ def optimize(graph: Graph) -> Graph:
     graph = fuse_swish(drop_identity_affine(fold_batchnorm(graph)))
     graph = fold_flatten_order(fold_affine(graph, into="weights"))
     graph = flatten_dense_to_conv(graph)
-    graph = fuse_residual_add(fuse_activations(fuse_residual_add(graph)))
+    graph = fuse_residual_add(fuse_activations(fuse_upsampled_adds(fuse_residual_add(graph))))
     graph = fold_affine(fuse_residual_gates(graph), into="epilogue")
     return fuse_input_activations(fuse_input_gates(fuse_pooled_convs(graph)))

@@ -41,6 +41,7 @@ from .reference_ops import (
     sqrt,
     transpose,
 )
+from .graph import Node
 from .reference_seq import layer_norm, matmul
 
 __all__ = [
@@ -71,6 +72,10 @@ def evaluates(*op_types):
 def _operand(node, values):
     """Second operand of Add/Sub/Mul/Div/Max/Min: a tensor input, or a constant weight: per channel,
     or a glcnn-shaped (C, H, W) array (numpy broadcasting either way)."""
+    if len(node.inputs) >= 2 and node.attrs.get("upsample"):  # glcnn.graph.fuse_resize
+        upsample = dict(node.attrs["upsample"])
+        resize = Node(upsample.pop("op"), "upsample", [node.inputs[1]], upsample)
+        return EVALUATORS[resize.op](resize, values)
     if len(node.inputs) >= 2 and not node.attrs.get("residual"):
         return values[node.inputs[1]]
     b = np.asarray(node.weights["B"], F)

@@ -10,10 +10,15 @@ on glcnn shapes (numpy's rule per axis of (C, H, W): sizes equal, or 1 on one si
 | tensor ⊕ constant             | weight B of shape (), (1,), (C,), (C,1,1), (1,C,1,1) |
 | tensor ⊕ constant tensor      | weight B of glcnn shape (C', H', W') (3-D), each |
 |                               | axis the output's size or 1 (an atlas texture)   |
+| tensor + upscaled tensor      | input 1, (C, H / ky, W / kx), read at (y div ky, |
+|                               | x div kx): attrs["upsample"] (an Add only)       |
 
 | attribute | default | meaning                                                          |
 |-----------|---------|------------------------------------------------------------------|
 | swap      | 0       | 1: b ⊖ a instead of a ⊖ b (Sub, Div: a constant minus or over x) |
+| upsample  | none    | {"op": "Resize" or "Upsample", **its attributes}: input 1 is read |
+|           |         | through that nearest upscale by whole factors, which           |
+|           |         | glcnn.graph.fuse_resize took out of the graph                  |
 
 y = a + b, a − b, a · b, a / b, max(a, b) or min(a, b) (with swap: b + a, b − a, b · a,
 b / a; Max and Min are symmetric). The first three
@@ -69,7 +74,9 @@ class Binary(Op):
         tensors = len(self.node.inputs) - bool(self.node.attrs.get("residual"))
         if int(self.node.attrs.get("swap", 0)) not in (0, 1):
             self.fail(f"swap={quote(self.node.attrs['swap'])} must be 0 or 1", UnsupportedOpError)
-        if tensors == 2:
+        if tensors == 2 and "upsample" in self.node.attrs:
+            self._upsample(self.in_shapes[1])
+        elif tensors == 2:
             other = self.in_shapes[1]
             self.mode = {(c, 1, 1): "CHANNEL", (c, h, w): "TENSOR"}.get(other, "BROADCAST")
             self._broadcast(other, f"input {quote(self.node.inputs[1])}", ShapeError)
@@ -87,6 +94,18 @@ class Binary(Op):
             self.mode = "CONSTANT"
         else:
             self.fail("needs a second tensor input or a constant weight 'B'", UnsupportedOpError)
+
+    def _upsample(self, other: tuple) -> None:
+        """Input 1 read upscaled by whole factors (ky, kx) onto input 0's (C, H, W)."""
+        c, h, w = self.in_shapes[0]
+        if self.node.op != "Add" or not isinstance(self.node.attrs["upsample"], dict):
+            self.fail(f"upsample={quote(self.node.attrs['upsample'])}: an Add's, a dict of the "
+                      "upscaling Resize's attributes", UnsupportedOpError)
+        oc, oh, ow = other
+        if oc != c or h % oh or w % ow:
+            self.fail(f"input {quote(self.node.inputs[1])} of shape {tuple(other)} does not "
+                      f"upscale by whole factors to {self.in_shapes[0]}", ShapeError)
+        self.mode, self.factors = "UPSAMPLE", (h // oh, w // ow)
 
     def _broadcast(self, other: tuple, what: str, error):
         out = broadcast_shape(self.in_shapes[0], other)
@@ -120,4 +139,6 @@ class Binary(Op):
         out = {"u_op": ARITH[self.node.op][self._swap()]} if self.node.op in ARITH else {}
         if self.mode == "ATLAS":
             out["u_const_shape"] = Atlas.of(self.constant.shape).shape_uniform
+        if self.mode == "UPSAMPLE":
+            out["u_upsample"] = self.factors[::-1]  # (kx, ky)
         return out

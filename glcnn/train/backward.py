@@ -16,7 +16,8 @@ forward nodes backwards:
   (Conv: ConvTranspose with output_padding = the rows the stride left over; ConvTranspose:
   Conv; with one group it reads the layer's own filter layout, attrs["filters_transposed"]);
   a fused residual input gets dz;
-- Add: dz to both inputs; any op's fused residual input: dz (grad:L if added after the
+- Add: dz to both inputs (through ResizeGrad to the one it reads upscaled, attrs["upsample"]:
+  glcnn.graph.fuse_resize); any op's fused residual input: dz (grad:L if added after the
   activation);
 - MaxPool, AveragePool: PoolGrad(dz, x); Resize: ResizeGrad(dz, x); Concat: a Slice of dz per
   input; Flatten / Reshape: a Rearrange of dz back to x's shape (nothing when the shapes agree);
@@ -150,7 +151,7 @@ def _check_trainable(node: Node, shapes: dict) -> None:
         if node.attrs.get(key):
             raise UnsupportedOpError(f"{where}: no backward pass for a fused {key} yet")
     _check_activation(where, _activation(node))
-    if node.op == "Add" and (len(node.inputs) != 2 or
+    if node.op == "Add" and (len(node.inputs) != 2 or not node.attrs.get("upsample") and
                              shapes[node.inputs[0]] != shapes[node.inputs[1]]):
         raise UnsupportedOpError(f"{where}: training supports Add of two tensors of one shape")
     if node.op == "Gemm" and (float(node.attrs.get("alpha", 1.0)) != 1 or
@@ -213,6 +214,14 @@ def _input_grads(nodes, params, node: Node, g: str, dz: str, graph_inputs, shape
     gets g, one added before it dz."""
     if node.op in GRAD_ACTIVATIONS:
         return [(node.inputs[0], dz)]
+    if node.op == "Add" and node.attrs.get("upsample"):  # glcnn.graph.fuse_resize
+        x, u, name = *node.inputs, f"du:{node.name}"
+        if u in graph_inputs:
+            return [(x, dz)]
+        upsample = dict(node.attrs["upsample"])
+        nodes.append(Node("ResizeGrad", name, [dz, u], {"forward": upsample.pop("op"),
+                                                        **upsample}))
+        return [(x, dz), (u, name)]
     if node.op == "Add":
         return [(t, dz) for t in node.inputs]
     residual = g if node.residual_after_activation else dz

@@ -287,7 +287,7 @@ def test_residual_gate_is_one_mul(ctx, order, mul_order, precision):
 def test_residual_gate_read_by_another_add(ctx):
     graph = optimised_matches_original(ctx, _residual_se(then_add=True))
     labels = [n.label for n in graph.nodes]
-    assert labels.count("Mul") == 1 and labels[-1] == "Add", labels
+    assert labels.count("Mul") == 1 and labels[-1] == "Resize+Add", labels  # fuse_resize
 
 
 def test_residual_gate_whose_gate_has_another_reader(ctx):

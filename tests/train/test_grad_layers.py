@@ -1,5 +1,6 @@
 """Gradient parity with PyTorch autograd (float64) for the layers without weights and the small
-heads: MaxPool, AveragePool, Concat, nearest / bilinear Resize, Flatten, Gemm. Every weight
+heads: MaxPool, AveragePool, Concat, nearest / bilinear Resize (also read upscaled by an Add),
+Flatten, Gemm. Every weight
 gradient and every forward tensor's gradient, fp32 on the GPU, relative error ≤ 1e-4 (the
 layer under test reads the output of a conv, so its input gradient is computed and compared);
 and 10 SGD steps of a small classifier against PyTorch's losses and weights."""
@@ -12,6 +13,7 @@ from torch_graph import TorchGraph, relative_error
 
 import glcnn
 from glcnn import Builder
+from glcnn.graph.fuse_resize import fuse_upsampled_adds
 from glcnn.graph import reference as numpy_reference
 
 pytestmark = pytest.mark.gl
@@ -124,6 +126,25 @@ def test_upsample_gradients_match_torch(ctx):
     a = b.conv(x, 5, 3, padding=1, name="pre")
     y = b._add("Upsample", [a], "layer", {"scales": [3.0, 2.0], "activation": {"op": "Relu"}})
     check_gradients(b.build([b.conv(y, 2, 3, stride=2, name="post")]), ctx)
+
+
+FLOOR_2X = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+            "nearest_mode": "floor", "scales": [2.0, 2.0]}
+
+
+def test_gradients_through_an_upsampled_add_match_torch(ctx):
+    """glcnn.graph.fuse_resize's Add(x, Resize(u)) in one pass: u's gradient is the Resize's."""
+    b = Builder(seed=21)
+    x = b.input("x", (4, 8, 10))
+    low = b.conv(x, 6, 3, stride=2, padding=1, name="low")  # (6, 4, 5), read upscaled
+    high = b.conv(x, 6, 1, name="high")
+    up = b._add("Resize", [low], "up", FLOOR_2X)
+    y = b.conv(b._add("Add", [high, up], "sum"), 2, 3, padding=1, name="post")
+    graph = fuse_upsampled_adds(b.build([y]))
+    assert graph.node("sum").attrs["upsample"]["op"] == "Resize"
+    assert "up" not in {n.name for n in graph.nodes}
+    errors = check_gradients(graph, ctx)
+    assert {"d:low", "low.weight", "d:high", "high.weight"} <= set(errors)
 
 
 def concat_graph(axis: int):

@@ -5,6 +5,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from glcnn.graph import Node
+
 ACTIVATIONS = {
     "Relu": lambda z, a: torch.relu(z),
     "LeakyRelu": lambda z, a: F.leaky_relu(z, a.get("alpha", 0.01)),
@@ -96,7 +98,11 @@ class TorchGraph:
         a, x = node.attrs, values[node.inputs[0]]
         if node.op in ACTIVATIONS:
             return ACTIVATIONS[node.op](x, a)
-        if node.op == "Add":
+        if node.op == "Add" and a.get("upsample"):  # glcnn.graph.fuse_resize: Resize, then Add
+            upsample = dict(a["upsample"])
+            resize = Node(upsample.pop("op"), "upsample", [node.inputs[1]], upsample)
+            z = x + _resize(self, resize, values)
+        elif node.op == "Add":
             z = x + values[node.inputs[1]]
         elif node.op in SHAPING:
             z = SHAPING[node.op](self, node, values)

@@ -1,0 +1,103 @@
+"""fuse_resize.fuse_upsampled_adds: Add(x, nearest upscale of u by whole factors) is one pass
+that reads u at (y div ky, x div kx); the Resize pass goes.
+
+The GPU checks run the fused graph against the reference of the original graph (the Resize a
+node of its own); tests/train/test_grad_layers.py checks a fused graph's gradients against
+PyTorch autograd, which runs the Resize as F.interpolate.
+"""
+
+import numpy as np
+import pytest
+from helpers import PRECISIONS, conv_node, optimised_matches_original, signature
+
+import glcnn
+from glcnn.graph import Graph, Node, passes
+from glcnn.graph.fuse_resize import fuse_upsampled_adds
+from glcnn.ops import build_ops
+
+NEAREST = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric",
+           "nearest_mode": "floor"}
+
+
+def upsampled_add(resize_attrs, op="Resize", u_shape=(6, 4, 5), x_shape=(6, 8, 10),
+                  first=False, relu=False, outputs=("y",)) -> Graph:
+    """x (a conv of input x0) + op(u) (of a conv of input u0), the upscaled operand first or
+    second; a Relu after the Add if asked."""
+    nodes = [conv_node("x", "x0", x_shape[0], x_shape[0]),
+             conv_node("u", "u0", u_shape[0], u_shape[0], seed=1),
+             Node(op, "up", ["u"], dict(resize_attrs)),
+             Node("Add", "sum" if relu else "y", ["up", "x"] if first else ["x", "up"])]
+    if relu:
+        nodes.append(Node("Relu", "y", ["sum"]))
+    return Graph({"x0": x_shape, "u0": u_shape}, nodes, list(outputs))
+
+
+CASES = {
+    "scales 2": (NEAREST | {"scales": [2.0, 2.0]}, "Resize", (6, 4, 5), (6, 8, 10)),
+    "sizes 3x2": (NEAREST | {"sizes": [12, 10]}, "Resize", (5, 4, 5), (5, 12, 10)),
+    "upsample 2x3": ({"scales": [2.0, 3.0]}, "Upsample", (3, 3, 4), (3, 6, 12)),
+    "half pixel": ({"mode": "nearest", "scales": [2.0, 2.0]}, "Resize", (6, 4, 5), (6, 8, 10)),
+}
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("first", [False, True], ids=["second", "first"])
+@pytest.mark.parametrize("case", CASES)
+def test_upsampled_add_is_one_pass(ctx, case, first, precision):
+    attrs, op, u_shape, x_shape = CASES[case]
+    graph = upsampled_add(attrs, op, u_shape, x_shape, first=first, relu=first)
+    out = optimised_matches_original(ctx, graph, precision)
+    assert signature(out) == ["Conv", "Conv", "Resize+Add+Relu" if first else "Resize+Add"]
+    add = out.nodes[-1]
+    assert add.inputs == ["x", "u"] and add.attrs["upsample"] == {"op": op, **attrs}
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("case", ["linear", "scale 1.5", "downscale", "read elsewhere",
+                                  "an output"])
+def test_other_resizes_stay(ctx, case):
+    attrs = {"linear": {"mode": "linear", "scales": [2.0, 2.0]},
+             "scale 1.5": NEAREST | {"scales": [1.5, 1.5]},
+             "downscale": NEAREST | {"scales": [0.5, 0.5]}}.get(case, NEAREST | {"scales": [2, 2]})
+    shapes = {"scale 1.5": ((6, 4, 6), (6, 6, 9)), "downscale": ((6, 8, 10), (6, 4, 5))}
+    u_shape, x_shape = shapes.get(case, ((6, 4, 5), (6, 8, 10)))
+    graph = upsampled_add(attrs, u_shape=u_shape, x_shape=x_shape,
+                          outputs=("y", "up") if case == "an output" else ("y",))
+    if case == "read elsewhere":
+        graph.nodes.append(Node("Relu", "r", ["up"]))
+        graph.outputs.append("r")
+    out = optimised_matches_original(ctx, graph)
+    assert "Resize" in signature(out) and not out.nodes[-1].attrs.get("upsample")
+
+
+def test_a_broadcasting_or_fused_add_keeps_its_resize():
+    graph = upsampled_add(NEAREST | {"scales": [2.0, 2.0]}, x_shape=(1, 8, 10))
+    graph.nodes[0] = conv_node("x", "x0", 1, 1)
+    fuse_upsampled_adds(graph)
+    assert [n.op for n in graph.nodes] == ["Conv", "Conv", "Resize", "Add"]  # (1, 8, 10) + up
+    graph = upsampled_add(NEAREST | {"scales": [2.0, 2.0]})
+    graph.nodes[-1].attrs = {"activation": {"op": "Relu"}}
+    fuse_upsampled_adds(graph)
+    assert [n.op for n in graph.nodes] == ["Conv", "Conv", "Resize", "Add"]
+
+
+@pytest.mark.parametrize("attrs, shape, error, message", [
+    ({"upsample": {"op": "Resize"}}, (6, 3, 5), glcnn.ShapeError, "by whole factors"),
+    ({"upsample": {"op": "Resize"}}, (5, 4, 5), glcnn.ShapeError, "by whole factors"),
+    ({"upsample": "yes"}, (6, 4, 5), glcnn.UnsupportedOpError, "a dict"),
+])
+def test_bad_upsample_attributes_name_the_layer(attrs, shape, error, message):
+    graph = Graph({"x": (6, 8, 10), "u": shape}, [Node("Add", "y", ["x", "u"], attrs)], ["y"])
+    with pytest.raises(error, match=f"'y'.*{message}"):
+        build_ops(graph)
+    graph = Graph({"x": (6, 8, 10), "u": (6, 4, 5)},
+                  [Node("Mul", "y", ["x", "u"], {"upsample": {"op": "Resize"}})], ["y"])
+    with pytest.raises(glcnn.UnsupportedOpError, match="an Add's"):
+        build_ops(graph)
+
+
+def test_optimize_fuses_it():
+    graph = upsampled_add(NEAREST | {"scales": [2.0, 2.0]})
+    assert [n.op for n in passes.optimize(graph).nodes] == ["Conv", "Conv", "Add"]
+    np.testing.assert_equal(graph.nodes[-1].attrs["upsample"]["scales"], [2.0, 2.0])
