@@ -5,14 +5,18 @@
 //          OTHER_BROADCAST (two tensors, each axis the output's size or 1 on either side),
 //          OTHER_ATLAS (a constant glcnn-shaped tensor u_const, broadcast likewise),
 //          OTHER_UPSAMPLE (a tensor read at (y / u_upsample.y, x / u_upsample.x));
-//          SWAP (OP_DIV: b / a instead of a / b, a constant divided by the input).
+//          SWAP (OP_DIV: b / a instead of a / b, a constant divided by the input);
+//          FIRST_GATE (the input times its (C, 1, 1) gate u_gate: an SE gate's Mul fused).
 // Uniforms: u_input_shape, u_other_shape, u_const_shape (OTHER_ATLAS), u_upsample
 //           (OTHER_UPSAMPLE: the whole factors (kx, ky)); u_op (OP_ARITH:
 //           glcnn/ops/binary.py ARITH, b - a for a Sub with swap).
-// Samplers: u_input, u_other | u_params | u_const.
+// Samplers: u_input, u_other | u_params | u_const; u_gate (FIRST_GATE, shape u_gate_shape).
 
 #if defined(OP_ARITH) + defined(OP_DIV) != 1
 #error binary.glsl needs exactly one of OP_ARITH and OP_DIV
+#endif
+#if defined(FIRST_GATE) && !defined(OTHER_TENSOR) && !defined(OTHER_UPSAMPLE)
+#error FIRST_GATE reads the input at the output's shape: OTHER_TENSOR or OTHER_UPSAMPLE
 #endif
 #if defined(SWAP) && !defined(OP_DIV)
 #error SWAP is OP_DIV's (OP_ARITH subtracts the other way by u_op)
@@ -37,10 +41,16 @@ uniform ivec4 u_other_shape;
 #ifdef OTHER_UPSAMPLE
 uniform ivec2 u_upsample;
 #endif
+#ifdef FIRST_GATE
+uniform sampler2D u_gate;
+uniform ivec4 u_gate_shape;
+#endif
 
 vec4 first(int slice, int y, int x) {
 #if defined(OTHER_BROADCAST) || defined(OTHER_ATLAS)
     return fetch_broadcast(u_input, u_input_shape, slice, y, x);
+#elif defined(FIRST_GATE)
+    return fetch(u_input, u_input_shape, slice, y, x) * fetch(u_gate, u_gate_shape, slice, 0, 0);
 #else
     return fetch(u_input, u_input_shape, slice, y, x);
 #endif

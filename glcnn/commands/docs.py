@@ -21,7 +21,8 @@ NOTES = {
     "Add": "same shape, (C,1,1) tensor, per-channel constant (fast paths), or any per-axis "
            "broadcast of tensors / a glcnn-shaped constant; fused into a conv as residual; a "
            "nearest upscale by whole factors of its operand read in its pass "
-           "(`glcnn/graph/fuse_resize.py`: a feature pyramid's Add(x, Resize(u)))",
+           "(`glcnn/graph/fuse_resize.py`: a feature pyramid's Add(x, Resize(u))), and a "
+           "squeeze-excitation gate's Mul(x, g) (`fuse_gate.fuse_gated_adds`)",
     "Sub": "as Add; swap=1 computes b − a (c − x); ONNX x − c becomes an Add (fuses into a conv)",
     "Mul": "as Add (same shape, (C,1,1), per channel, or any per-axis broadcast)",
     "Div": "as Mul; x / 0 = ±Inf by the sign of x, 0 / 0 = 0 (no NaN: GLSL 3.30 has none); "

@@ -12,6 +12,9 @@ conv. On llvmpipe every pass costs a fixed 0.1-0.35 ms (ppocr-cls: 9 such blocks
   (attrs["input_mean"]) and each fragment sums its input tiles (shaders/conv_direct.glsl).
 - `fuse_residual_gates` makes a residual SE block's x + x·g (PP-OCRv4 det's RSE blocks:
   Add(x, Mul(x, g))) one Mul pass, x·(g + 1).
+- `fuse_gated_adds` drops a gate's Mul read only by an Add (PP-OCRv4 det's feature pyramid adds
+  x·(g + 1) to the level above): the Add reads (x, g, other) with attrs["input_gate"] and adds
+  x·g (binary.glsl FIRST_GATE).
 """
 
 import numpy as np
@@ -84,6 +87,34 @@ def fuse_input_gates(graph: Graph) -> Graph:
         for user in users:
             user.inputs = [*operands, *user.inputs[1:]]
             user.attrs = {**user.attrs, "input_gate": True}
+        graph.nodes.remove(mul)
+    return graph
+
+
+def fuse_gated_adds(graph: Graph) -> Graph:
+    """Fold each Mul(x, g), g of shape (C, 1, 1), that only one Add reads (once, not a graph
+    output) into that Add when it adds a tensor of x's shape (or one it reads upscaled,
+    attrs["upsample"]) and has nothing else fused: the Add reads (x, g, other) with
+    attrs["input_gate"], computing x·g + other in its pass, and the Mul goes. In place;
+    returns `graph`."""
+    muls = [n for n in graph.nodes if n.op == "Mul"]
+    if not muls:
+        return graph
+    shapes = build_ops(graph)[1]
+    for mul in muls:
+        operands = _gate_operands(mul, shapes)
+        add = graph.sole_consumer(mul.name)
+        if operands is None or add is None or add.op != "Add" or len(add.inputs) != 2 \
+                or add.weights or set(add.attrs) - {"upsample", "activation"}:
+            continue
+        k = add.inputs.index(mul.name)
+        if k == 1 and add.attrs.get("upsample"):
+            continue  # the upscaled operand stays second
+        other = add.inputs[1 - k]
+        if not add.attrs.get("upsample") and shapes[other] != shapes[mul.name]:
+            continue
+        add.inputs = [*operands, other]  # the gate second, as a gated conv reads it
+        add.attrs = {**add.attrs, "input_gate": True}
         graph.nodes.remove(mul)
     return graph
 

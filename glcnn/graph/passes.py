@@ -33,8 +33,9 @@
   becomes one LayerNormalization.
 - `fuse_gate.fuse_residual_gates`: x + x·gate becomes x·(gate + 1);
   `fuse_gate.fuse_input_gates`: a squeeze-excitation Mul(x, gate (C, 1, 1)) read only by convs
-  is applied by those convs as they fetch x; `fuse_gate.fuse_pooled_convs`: a small global
-  average pool read only by 1×1 convs is summed by those convs themselves.
+  is applied by those convs as they fetch x, `fuse_gate.fuse_gated_adds` by an Add that alone
+  reads it; `fuse_gate.fuse_pooled_convs`: a small global average pool read only by 1×1 convs
+  is summed by those convs themselves.
 `optimize` runs them all, the layout folds and the LayerNorm fusion first, then reductions and
 reshapes, BatchNorm, swish and affine folds into weights, residual adds, activations, affine
 epilogues, pools and gates into convs, input activations (so conv → BN → add → relu is one
@@ -62,7 +63,7 @@ from .fuse_affine import (
 )
 from .fold_layout import fold_layout
 from .fuse_resize import fuse_upsampled_adds
-from .fuse_gate import fuse_input_gates, fuse_pooled_convs, fuse_residual_gates
+from .fuse_gate import fuse_gated_adds, fuse_input_gates, fuse_pooled_convs, fuse_residual_gates
 from .fuse_norm import fuse_layernorm
 from .graph import RESIDUAL_AFTER, Graph, Node
 
@@ -421,4 +422,5 @@ def optimize(graph: Graph) -> Graph:
     graph = flatten_dense_to_conv(graph)
     graph = fuse_residual_add(fuse_activations(fuse_upsampled_adds(fuse_residual_add(graph))))
     graph = fold_affine(fuse_residual_gates(graph), into="epilogue")
-    return fuse_input_activations(fuse_input_gates(fuse_pooled_convs(graph)))
+    graph = fuse_gated_adds(fuse_input_gates(fuse_pooled_convs(graph)))
+    return fuse_input_activations(graph)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError, quote
 from ..ops.base import GRAD_ACTIVATIONS
+from ..ops.binary import other_index
 from ..registry import enter
 from .reference_ops import (
     ACTIVATIONS,
@@ -72,12 +73,13 @@ def evaluates(*op_types):
 def _operand(node, values):
     """Second operand of Add/Sub/Mul/Div/Max/Min: a tensor input, or a constant weight: per channel,
     or a glcnn-shaped (C, H, W) array (numpy broadcasting either way)."""
+    k = other_index(node)  # after a fused input gate (applied by `evaluate`), 2
     if len(node.inputs) >= 2 and node.attrs.get("upsample"):  # glcnn.graph.fuse_resize
         upsample = dict(node.attrs["upsample"])
-        resize = Node(upsample.pop("op"), "upsample", [node.inputs[1]], upsample)
+        resize = Node(upsample.pop("op"), "upsample", [node.inputs[k]], upsample)
         return EVALUATORS[resize.op](resize, values)
     if len(node.inputs) >= 2 and not node.attrs.get("residual"):
-        return values[node.inputs[1]]
+        return values[node.inputs[k]]
     b = np.asarray(node.weights["B"], F)
     if b.ndim == 3:
         return b

@@ -13,6 +13,10 @@ on glcnn shapes (numpy's rule per axis of (C, H, W): sizes equal, or 1 on one si
 | tensor + upscaled tensor      | input 1, (C, H / ky, W / kx), read at (y div ky, |
 |                               | x div kx): attrs["upsample"] (an Add only)       |
 
+An Add with attrs["input_gate"] (glcnn.graph.fuse_gate.fuse_gated_adds) reads (x, g, other),
+g of shape (C, 1, 1) second as a gated conv's, and adds x·g instead of x (a squeeze-excitation
+gate's Mul in its pass).
+
 | attribute | default | meaning                                                          |
 |-----------|---------|------------------------------------------------------------------|
 | swap      | 0       | 1: b ⊖ a instead of a ⊖ b (Sub, Div: a constant minus or over x) |
@@ -56,6 +60,12 @@ from .base import Op, register
 ARITH = {"Add": (0, 0), "Sub": (1, 2), "Mul": (3, 3), "Max": (4, 4), "Min": (5, 5)}
 
 
+def other_index(node) -> int:
+    """Where a binary node's second operand is among its inputs: 2 after a fused input gate
+    (inputs x, g, other: glcnn.graph.fuse_gate.fuse_gated_adds), else 1."""
+    return 2 if node.attrs.get("input_gate") else 1
+
+
 def broadcast_shape(a: tuple, b: tuple) -> tuple | None:
     """The numpy broadcast of glcnn shapes `a` and `b` (per axis: equal, or 1 on one side),
     or None if they do not broadcast."""
@@ -72,14 +82,18 @@ class Binary(Op):
         c, h, w = self.in_shapes[0]
         self.out = (c, h, w)
         tensors = len(self.node.inputs) - bool(self.node.attrs.get("residual"))
+        k = other_index(self.node)
+        if k == 2:
+            self._check_gate()
+            tensors -= 1
         if int(self.node.attrs.get("swap", 0)) not in (0, 1):
             self.fail(f"swap={quote(self.node.attrs['swap'])} must be 0 or 1", UnsupportedOpError)
         if tensors == 2 and "upsample" in self.node.attrs:
-            self._upsample(self.in_shapes[1])
+            self._upsample(self.in_shapes[k])
         elif tensors == 2:
-            other = self.in_shapes[1]
+            other = self.in_shapes[k]
             self.mode = {(c, 1, 1): "CHANNEL", (c, h, w): "TENSOR"}.get(other, "BROADCAST")
-            self._broadcast(other, f"input {quote(self.node.inputs[1])}", ShapeError)
+            self._broadcast(other, f"input {quote(self.node.inputs[k])}", ShapeError)
         elif tensors == 1 and "B" in self.node.weights:
             b = self.weight("B")
             if b.ndim == 3 and b.shape[1:] != (1, 1) or b.ndim == 3 and b.shape[0] not in (1, c):
@@ -94,16 +108,28 @@ class Binary(Op):
             self.mode = "CONSTANT"
         else:
             self.fail("needs a second tensor input or a constant weight 'B'", UnsupportedOpError)
+        if k == 2 and self.mode not in ("TENSOR", "UPSAMPLE"):
+            self.fail(f"input_gate needs a second tensor of the first's shape {(c, h, w)} "
+                      f"(or upscaled); has {tuple(self.in_shapes[2])}", UnsupportedOpError)
+
+    def _check_gate(self) -> None:
+        """attrs["input_gate"]: an Add of x, x's (C, 1, 1) gate and a second tensor."""
+        c = self.in_shapes[0][0]
+        if self.node.op != "Add" or len(self.node.inputs) != 3 or \
+                self.node.attrs.get("residual") or self.in_shapes[1] != (c, 1, 1):
+            self.fail(f"input_gate: an Add of two tensors and the first's (C, 1, 1) gate; has "
+                      f"inputs {list(self.in_shapes)}", UnsupportedOpError)
 
     def _upsample(self, other: tuple) -> None:
         """Input 1 read upscaled by whole factors (ky, kx) onto input 0's (C, H, W)."""
         c, h, w = self.in_shapes[0]
+        k = other_index(self.node)
         if self.node.op != "Add" or not isinstance(self.node.attrs["upsample"], dict):
             self.fail(f"upsample={quote(self.node.attrs['upsample'])}: an Add's, a dict of the "
                       "upscaling Resize's attributes", UnsupportedOpError)
         oc, oh, ow = other
         if oc != c or h % oh or w % ow:
-            self.fail(f"input {quote(self.node.inputs[1])} of shape {tuple(other)} does not "
+            self.fail(f"input {quote(self.node.inputs[k])} of shape {tuple(other)} does not "
                       f"upscale by whole factors to {self.in_shapes[0]}", ShapeError)
         self.mode, self.factors = "UPSAMPLE", (h // oh, w // ow)
 
@@ -119,10 +145,14 @@ class Binary(Op):
 
     @property
     def samplers(self):
-        return ("u_input",) if self.mode in ("CONSTANT", "ATLAS") else ("u_input", "u_other")
+        if self.mode in ("CONSTANT", "ATLAS"):
+            return ("u_input",)
+        return ("u_input", "u_gate", "u_other") if other_index(self.node) == 2 else \
+            ("u_input", "u_other")
 
     def defines(self):
-        other = {"OTHER_" + self.mode: 1}
+        other = {"OTHER_" + self.mode: 1} | ({"FIRST_GATE": 1}
+                                             if self.node.attrs.get("input_gate") else {})
         if self.node.op in ARITH:
             return {"OP_ARITH": 1} | other
         return {"OP_DIV": 1} | other | ({"SWAP": 1} if self._swap() else {})

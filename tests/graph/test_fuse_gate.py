@@ -10,6 +10,7 @@ import onnxruntime as ort
 import pytest
 from helpers import (
     PRECISIONS,
+    _feeds,
     assert_close,
     conv_node,
     optimised_matches_original,
@@ -19,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import glcnn
 from glcnn.errors import ShapeError, UnsupportedOpError
-from glcnn.graph import Graph, Node, passes
+from glcnn.graph import Graph, Node, passes, reference
 from glcnn.graph.fuse_gate import MEAN_MAX_TERMS, fuse_input_gates, fuse_pooled_convs
 from glcnn.ops import build_ops
 
@@ -287,7 +288,8 @@ def test_residual_gate_is_one_mul(ctx, order, mul_order, precision):
 def test_residual_gate_read_by_another_add(ctx):
     graph = optimised_matches_original(ctx, _residual_se(then_add=True))
     labels = [n.label for n in graph.nodes]
-    assert labels.count("Mul") == 1 and labels[-1] == "Resize+Add", labels  # fuse_resize
+    # the Mul by g + 1 and the Resize both run in the FPN's Add (fuse_gated_adds, fuse_resize)
+    assert "Mul" not in labels and labels[-1] == "Mul+Resize+Add", labels
 
 
 def test_residual_gate_whose_gate_has_another_reader(ctx):
@@ -299,6 +301,69 @@ def test_residual_gate_whose_gate_has_another_reader(ctx):
 
 
 def test_residual_gate_of_another_tensor_stays(ctx):
+    """x + o·g is no x·(g + 1): g keeps its epilogue; the Mul runs in the Add's pass
+    (fuse_gated_adds), as o·g + x."""
     graph = optimised_matches_original(ctx, _residual_se(other=True))
     labels = [n.label for n in graph.nodes]
-    assert labels.count("Mul") == 1 and labels[-1] == "Add", labels
+    assert "Conv+HardSigmoid" in labels and labels[-1] == "Mul+Add", labels
+    assert graph.nodes[-1].inputs == ["o", "g", "x"]
+
+
+# --- fuse_gated_adds: Add(x·g, other) in one pass --------------------------------------------
+def _gated_add(order="m-first", upsample=False, relu=False, mul_output=False, same_shape=False):
+    """x = conv(in), g = HardSigmoid(gin (C, 1, 1)), m = Mul(x, g) → Add(m, o) = y with o the
+    Tanh of input oin (no conv: it would take the Add as its residual), or (`upsample`) a 2×
+    nearest Resize of lo's Tanh; a Relu after the Add if asked. `same_shape`: the Mul's second
+    operand is a (C, H, W) tensor, no gate."""
+    c, h, w = 8, 6, 8
+    inputs = {"in": (c, h, w), "gin": (c, 1, 1), "lo": (c, h // 2, w // 2), "oin": (c, h, w)}
+    nodes = [conv_node("x", "in", c, c, seed=1),
+             Node("HardSigmoid", "g", ["gin"], {"alpha": 1 / 6, "beta": 0.5}),
+             Node("Mul", "m", ["x", "x2" if same_shape else "g"])]
+    if same_shape:
+        nodes.insert(1, conv_node("x2", "in", c, c, seed=3))
+    if upsample:
+        nodes += [Node("Tanh", "o", ["lo"]),
+                  Node("Resize", "up", ["o"], {"mode": "nearest", "scales": [2.0, 2.0],
+                                               "coordinate_transformation_mode": "asymmetric",
+                                               "nearest_mode": "floor"})]
+        other = "up"
+    else:
+        nodes.append(Node("Tanh", "o", ["oin"]))
+        other = "o"
+    nodes.append(Node("Add", "sum" if relu else "y",
+                      ["m", other] if order == "m-first" else [other, "m"]))
+    if relu:
+        nodes.append(Node("Relu", "y", ["sum"]))
+    return Graph(inputs, nodes, ["y"] + (["m"] if mul_output else []))
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case, label", [
+    ("m-first", "Mul+Add"), ("m-second", "Mul+Add"), ("upsampled", "Mul+Resize+Add"),
+    ("relu", "Mul+Add+Relu")])
+def test_gate_mul_read_by_an_add_runs_in_the_add(ctx, case, label, precision):
+    graph = _gated_add(order="m-second" if case == "m-second" else "m-first",
+                       upsample=case == "upsampled", relu=case == "relu")
+    out = optimised_matches_original(ctx, graph, precision)
+    labels = [n.label for n in out.nodes]
+    assert "Mul" not in labels and labels[-1] == label, labels
+    assert out.nodes[-1].inputs[:2] == ["x", "g"]
+    feeds = _feeds(graph, "fp32")  # the float64 reference evaluates the fused Add too
+    np.testing.assert_allclose(reference.run(out, feeds)["y"], reference.run(graph, feeds)["y"],
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", ["mul is an output", "not a gate"])
+def test_mul_before_an_add_stays(ctx, case):
+    graph = _gated_add(mul_output=case == "mul is an output", same_shape=case == "not a gate")
+    out = optimised_matches_original(ctx, graph)
+    labels = [n.label for n in out.nodes]
+    assert "Mul" in labels and labels[-1] == "Add", labels
+
+
+def test_a_bad_input_gate_on_an_add_names_the_layer():
+    graph = Graph({"x": (8, 6, 8), "o": (8, 6, 8), "g": (4, 1, 1)},
+                  [Node("Add", "y", ["x", "g", "o"], {"input_gate": True})], ["y"])
+    with pytest.raises(glcnn.UnsupportedOpError, match=r"'y'.*input_gate"):
+        build_ops(graph)

@@ -8,10 +8,10 @@ PyTorch autograd, which runs the Resize as F.interpolate.
 
 import numpy as np
 import pytest
-from helpers import PRECISIONS, conv_node, optimised_matches_original, signature
+from helpers import PRECISIONS, _feeds, conv_node, optimised_matches_original, signature
 
 import glcnn
-from glcnn.graph import Graph, Node, passes
+from glcnn.graph import Graph, Node, passes, reference
 from glcnn.graph.fuse_resize import fuse_upsampled_adds
 from glcnn.ops import build_ops
 
@@ -51,6 +51,9 @@ def test_upsampled_add_is_one_pass(ctx, case, first, precision):
     assert signature(out) == ["Conv", "Conv", "Resize+Add+Relu" if first else "Resize+Add"]
     add = out.nodes[-1]
     assert add.inputs == ["x", "u"] and add.attrs["upsample"] == {"op": op, **attrs}
+    feeds = _feeds(graph, "fp32")  # the float64 reference evaluates the fused Add too
+    np.testing.assert_allclose(reference.run(out, feeds)["y"], reference.run(graph, feeds)["y"],
+                               rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.gl
