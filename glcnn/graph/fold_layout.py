@@ -18,7 +18,14 @@ NHWC before its outputs. Imported as it is, glcnn holds such an input (1, H, W, 
   stays the (C, H, W) tensor before it, named in meta["channels_last_outputs"] (as ONNX
   sequences held (C, 1, L) are), and `run` transposes it to the model's own (1, H, W, C) as
   it returns it.
+- `matmuls_to_convs`: a sequence's MatMul by a constant (tokens on the channels, features along
+  W), with its bias, whose result is rearranged to channels last (features on the channels)
+  runs as a 1×1 conv on the input rearranged so (PP-OCRv4 rec's attention output projections:
+  MatMul 0.8 ms, bias Add and Rearrange passes → a Rearrange and a conv that also takes the
+  residual Add, on llvmpipe).
 """
+
+import numpy as np
 
 from ..ops import build_ops
 from ..ops.softmax import softmax_axis
@@ -30,12 +37,12 @@ NCHW_TO_NHWC = [0, 2, 3, 1]  # ... and of an output's
 
 def fold_layout(graph: Graph) -> Graph:
     """`fold_input_transposes`, `move_softmax_before_transposes`, `fold_output_transposes`,
-    in place; returns `graph`. A TF.js model's graph (meta layout "NHWC", its inputs and
-    outputs transposed by glcnn already) is left as it is."""
+    `matmuls_to_convs`, in place; returns `graph`. A TF.js model's graph (meta layout "NHWC",
+    its inputs and outputs transposed by glcnn already) is left as it is."""
     if graph.meta.get("layout") == "NHWC":
         return graph
     graph = move_softmax_before_transposes(fold_input_transposes(graph))
-    return fold_output_transposes(graph)
+    return matmuls_to_convs(fold_output_transposes(graph))
 
 
 def fold_input_transposes(graph: Graph) -> Graph:
@@ -115,4 +122,51 @@ def fold_output_transposes(graph: Graph) -> Graph:
         source.name = name
         for key in ("channels_last_outputs", "channels_last_tensors"):
             graph.meta[key] = [*graph.meta.get(key, ()), name]
+    return graph
+
+
+def _channels_last(attrs: dict, rows: int, features: int) -> bool:
+    """Whether Rearrange `attrs` take a (rows, 1, features) tensor to (features, 1, rows)."""
+    return (list(attrs.get("shape", ())) == [features, 1, rows]
+            and list(attrs.get("dims", ())) == [features, rows]
+            and list(attrs.get("strides", ())) == [1, features]
+            and not attrs.get("offset") and "dims2" not in attrs)
+
+
+def matmuls_to_convs(graph: Graph) -> Graph:
+    """Each MatMul of a (M, 1, K) tensor (rows on the channels: a_axes = out_axes = [1, 0, 2]) by
+    a constant B (K, N), possibly then an Add of a constant bias (1, 1, N), read only by a
+    Rearrange to (N, 1, M) (channels last) becomes a Rearrange of its input to (K, 1, M) and a
+    1×1 Conv with weights Bᵀ and that bias, named as the Rearrange was: the same sums. In
+    place; returns `graph`."""
+    matmuls = [n for n in graph.nodes if n.op == "MatMul" and len(n.inputs) == 1
+               and list(n.weights) == ["B"] and n.weights["B"].ndim == 2
+               and n.attrs == {"a_axes": [1, 0, 2], "out_axes": [1, 0, 2]}]
+    if not matmuls:
+        return graph
+    shapes = build_ops(graph)[1]
+    for matmul in matmuls:
+        rows, one, k = shapes[matmul.inputs[0]]
+        b = matmul.weights["B"]
+        bias, user = graph.sole_consumer(matmul.name), None
+        if bias is not None and bias.op == "Add" and len(bias.inputs) == 1 and not bias.attrs \
+                and list(bias.weights) == ["B"] and bias.weights["B"].shape == (1, 1, b.shape[1]):
+            user = graph.sole_consumer(bias.name)
+        else:
+            user, bias = bias, None
+        if one != 1 or b.shape[0] != k or user is None or user.op != "Rearrange" \
+                or user.weights or not _channels_last(user.attrs, rows, b.shape[1]):
+            continue
+        rearranged = graph.fresh(f"{matmul.inputs[0]}/channels_last")
+        graph.nodes[graph.nodes.index(matmul)] = Node(
+            "Rearrange", rearranged, list(matmul.inputs),
+            {"shape": [k, 1, rows], "dims": [k, rows], "strides": [1, k], "offset": 0})
+        weights = {"W": np.ascontiguousarray(b.T[:, :, None, None])}
+        if bias is not None:
+            weights["B"] = np.ascontiguousarray(bias.weights["B"].reshape(-1))
+            graph.nodes.remove(bias)
+        graph.nodes[graph.nodes.index(user)] = Node(
+            "Conv", user.name, [rearranged],
+            {"kernel_shape": [1, 1], "strides": [1, 1], "pads": [0, 0, 0, 0],
+             "dilations": [1, 1], "group": 1}, weights)
     return graph

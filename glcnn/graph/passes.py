@@ -28,7 +28,8 @@
   into the conv before it (its weights), or after an activation into the host's epilogue.
 - `fold_layout.fold_layout`: an NHWC model input's Transpose to NCHW (tf2onnx's first node)
   and an output's Transpose back to NHWC go; they are held (C, H, W) and transposed as they
-  are uploaded and returned.
+  are uploaded and returned. A sequence's MatMul by a constant whose result is rearranged to
+  channels last becomes a 1×1 conv (SVTR's attention output projections).
 - `fuse_norm.fuse_layernorm`: the decomposed LayerNorm chain (ReduceMean, Sub, Pow, ...)
   becomes one LayerNormalization.
 - `fuse_gate.fuse_residual_gates`: x + x·gate becomes x·(gate + 1);

@@ -199,3 +199,46 @@ def test_softmax_moves_before_its_transpose(ctx, axis):
     out = optimised_matches_original(ctx, graph, optimise=fold_layout)
     assert [n.op for n in out.nodes] == ["Conv", "Softmax", "Transpose", "Relu"]
     assert out.nodes[1].attrs["axis"] == [0, 2, 3, 1][axis % 4]
+
+
+# --- a sequence's MatMul by a constant, rearranged to channels last: a 1×1 conv ---------------
+def projection(bias=True, reshape=False, residual=True, extra_reader=False) -> Graph:
+    """a (8, 1, 12) (8 tokens on the channels, 12 features along W) → MatMul by B (12, 20) →
+    + bias (1, 1, 20) → Rearrange to channels last (20, 1, 8) (or, `reshape`, the same values
+    in their order) → + r, as SVTR's attention output projection and residual."""
+    target = (20, 1, 8)
+    rng = np.random.default_rng(5)
+    rows, k, n = 8, 12, 20
+    nodes = [Node("MatMul", "mm", ["a"], {"a_axes": [1, 0, 2], "out_axes": [1, 0, 2]},
+                  {"B": rng.standard_normal((k, n)).astype(np.float32)})]
+    last = "mm"
+    if bias:
+        nodes.append(Node("Add", "biased", ["mm"], {},
+                          {"B": rng.standard_normal((1, 1, n)).astype(np.float32)}))
+        last = "biased"
+    order = {"dims": [160], "strides": [1]} if reshape else {"dims": [n, rows], "strides": [1, n]}
+    nodes.append(Node("Rearrange", "lc", [last], {"shape": list(target), "offset": 0, **order}))
+    outputs = ["y" if residual else "lc"] + (["mm"] if extra_reader else [])
+    if residual:
+        nodes.append(Node("Add", "y", ["r", "lc"]))
+    return Graph({"a": (rows, 1, k), "r": target}, nodes, outputs)
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("bias", [True, False])
+def test_projection_to_channels_last_is_a_conv(ctx, bias, precision):
+    out = optimised_matches_original(ctx, projection(bias=bias), precision)
+    assert signature(out) == ["Rearrange", "Conv+Add"]
+    conv = out.nodes[1]
+    assert conv.name == "y" and conv.weights["W"].shape == (20, 12, 1, 1)
+    assert ("B" in conv.weights) == bias
+
+
+@pytest.mark.gl
+@pytest.mark.parametrize("case", ["another layout", "read elsewhere"])
+def test_projection_stays_a_matmul(ctx, case):
+    graph = projection(reshape=True) if case == "another layout" else \
+        projection(extra_reader=True)
+    out = optimised_matches_original(ctx, graph)
+    assert "MatMul" in signature(out)
