@@ -106,7 +106,7 @@ def fold_output_transposes(graph: Graph) -> Graph:
     reads: the Transpose goes, its input's node takes the output's name, listed in
     meta["channels_last_outputs"] and ["channels_last_tensors"] (glcnn diff compares it with
     onnxruntime's NHWC tensor). In place; returns `graph`."""
-    own = graph.meta.get("onnx_output_shapes", {})
+    own, shapes = graph.meta.get("onnx_output_shapes", {}), None
     for name in list(graph.outputs):
         transpose = graph.producer(name)
         if _transpose(transpose) != NCHW_TO_NHWC:
@@ -115,7 +115,8 @@ def fold_output_transposes(graph: Graph) -> Graph:
         if source is None or graph.sole_consumer(source.name) is not transpose \
                 or graph.outputs.count(name) != 1 or len(own.get(name, ())) != 4:
             continue
-        c, h, w = build_ops(graph)[1][source.name]
+        shapes = shapes or build_ops(graph)[1]  # once: the folds leave the sources' shapes
+        c, h, w = shapes[source.name]
         if list(own[name]) != [1, h, w, c]:
             continue
         graph.nodes.remove(transpose)

@@ -97,15 +97,14 @@ def fuse_gated_adds(graph: Graph) -> Graph:
     attrs["upsample"]) and has nothing else fused: the Add reads (x, g, other) with
     attrs["input_gate"], computing x·g + other in its pass, and the Mul goes. In place;
     returns `graph`."""
-    muls = [n for n in graph.nodes if n.op == "Mul"]
-    if not muls:
-        return graph
-    shapes = build_ops(graph)[1]
-    for mul in muls:
+    pairs = [(n, graph.sole_consumer(n.name)) for n in graph.nodes if n.op == "Mul"]
+    pairs = [(mul, add) for mul, add in pairs
+             if add is not None and add.op == "Add" and len(add.inputs) == 2
+             and not add.weights and not set(add.attrs) - {"upsample", "activation"}]
+    shapes = build_ops(graph)[1] if pairs else {}  # shapes only where a rewrite may happen
+    for mul, add in pairs:
         operands = _gate_operands(mul, shapes)
-        add = graph.sole_consumer(mul.name)
-        if operands is None or add is None or add.op != "Add" or len(add.inputs) != 2 \
-                or add.weights or set(add.attrs) - {"upsample", "activation"}:
+        if operands is None or len(add.inputs) != 2:  # not a gate, or the Add took another
             continue
         k = add.inputs.index(mul.name)
         if k == 1 and add.attrs.get("upsample"):

@@ -12,7 +12,7 @@ gradient to u through the Resize's gradient pass, as it did before.
 from ..ops import build_ops
 from .graph import Graph
 
-RESIZES = ("Resize", "Upsample")
+RESIZES = ("Resize", "Upsample")  # also what glcnn/train/backward.py trains
 
 
 def fuse_upsampled_adds(graph: Graph) -> Graph:
@@ -33,8 +33,7 @@ def fuse_upsampled_adds(graph: Graph) -> Graph:
             resize = resizes.get(add.inputs[k])
             other = add.inputs[1 - k]
             if (resize is None or graph.sole_consumer(resize.name) is not add
-                    or upscales[resize.name] is None or other == resize.name
-                    or shapes[other] != shapes[resize.name]):
+                    or upscales[resize.name] is None or shapes[other] != shapes[resize.name]):
                 continue
             add.inputs = [other, resize.inputs[0]]
             add.attrs = {"upsample": {"op": resize.op, **resize.attrs}}

@@ -89,7 +89,7 @@ class Binary(Op):
         if int(self.node.attrs.get("swap", 0)) not in (0, 1):
             self.fail(f"swap={quote(self.node.attrs['swap'])} must be 0 or 1", UnsupportedOpError)
         if tensors == 2 and "upsample" in self.node.attrs:
-            self._upsample(self.in_shapes[k])
+            self._upsample(k)
         elif tensors == 2:
             other = self.in_shapes[k]
             self.mode = {(c, 1, 1): "CHANNEL", (c, h, w): "TENSOR"}.get(other, "BROADCAST")
@@ -120,10 +120,10 @@ class Binary(Op):
             self.fail(f"input_gate: an Add of two tensors and the first's (C, 1, 1) gate; has "
                       f"inputs {list(self.in_shapes)}", UnsupportedOpError)
 
-    def _upsample(self, other: tuple) -> None:
-        """Input 1 read upscaled by whole factors (ky, kx) onto input 0's (C, H, W)."""
+    def _upsample(self, k: int) -> None:
+        """Input k read upscaled by whole factors (ky, kx) onto input 0's (C, H, W)."""
         c, h, w = self.in_shapes[0]
-        k = other_index(self.node)
+        other = self.in_shapes[k]
         if self.node.op != "Add" or not isinstance(self.node.attrs["upsample"], dict):
             self.fail(f"upsample={quote(self.node.attrs['upsample'])}: an Add's, a dict of the "
                       "upscaling Resize's attributes", UnsupportedOpError)
@@ -152,7 +152,7 @@ class Binary(Op):
 
     def defines(self):
         other = {"OTHER_" + self.mode: 1} | ({"FIRST_GATE": 1}
-                                             if self.node.attrs.get("input_gate") else {})
+                                             if other_index(self.node) == 2 else {})
         if self.node.op in ARITH:
             return {"OP_ARITH": 1} | other
         return {"OP_DIV": 1} | other | ({"SWAP": 1} if self._swap() else {})

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnsupportedOpError, quote
+from ..graph.fuse_resize import RESIZES
 from ..graph.graph import Graph, Node
 from ..layout import matrix_grid, matrix_shape
 from ..ops import Op, build_ops
@@ -42,7 +43,6 @@ from .weights import from_layout as conv_from_layout
 
 CONVS = ("Conv", "ConvTranspose")
 POOLS = ("MaxPool", "AveragePool")
-RESIZES = ("Resize", "Upsample")
 FLATTENS = ("Flatten", "Reshape")
 SUPPORTED = (*CONVS, *GRAD_ACTIVATIONS, "Add", "Concat", *POOLS, *RESIZES, *FLATTENS, "Gemm")
 TARGET, LOSS = "target", "loss"
