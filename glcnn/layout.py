@@ -96,7 +96,7 @@ class Blocking:
 
     Each render target holds S = ceil(C / 4) tiles of `tile` = (rows, cols) texels, each cut
     into `bands` horizontal bands of `band_rows` rows (the last one may be short); the S·bands
-    bands, band b of slice s being cell v = s·bands + b, sit in groups of `group` cells side by
+    bands, band b of slice s being cell v = b·S + s, sit in groups of `group` cells side by
     side (cols apart), the groups in a grid of `grid_cols` columns, `pitch` ≥ group·cols
     texels apart (the columns in between are left empty). Blocked texel
     (by, bx) of tile s, in target j = jy·block_x + jx, holds output pixel (y, x) of slice s with
@@ -115,6 +115,11 @@ class Blocking:
     idle). A layer with fewer slices than threads (an RGB output) is cut into bands so that it
     still spans a screen tile per thread.
 
+    A band holds at most `band_limit` rows (0: no limit), and the cells run band by band:
+    the screen tiles that llvmpipe shades one after another are then the slices of one band,
+    which read the same rows of the input while they are in the cache. Plan sets the limit
+    for convs whose input is larger than the cache (`Plan._band_limit`).
+
     The derived sizes are cached (the object is frozen): a pipeline asks for them thousands of
     times while it compiles (MobileNetV2: ≈ 40 ms of a warm load when recomputed).
     """
@@ -125,6 +130,7 @@ class Blocking:
     step: int
     max_width: int = 16384
     min_width: int = 0
+    band_limit: int = 0
 
     @functools.cached_property
     def targets(self) -> int:
@@ -139,16 +145,19 @@ class Blocking:
     @functools.cached_property
     def bands(self) -> int:
         """Bands per slice tile: 1 unless the slices, each at most 64 rows tall, are fewer than
-        the threads `min_width` asks for (64 texels each); then about one per thread."""
+        the threads `min_width` asks for (64 texels each), then about one per thread; or
+        the tile is taller than `band_limit`, then as few as keep each within it."""
         return math.ceil(self.tile[0] / self.band_rows)
 
     @functools.cached_property
     def band_rows(self) -> int:
         slices, rows = Atlas.of(self.shape).slices, self.tile[0]
         threads = self.min_width // 64
-        if slices * math.ceil(rows / 64) >= threads:
-            return rows
-        return math.ceil(rows / math.ceil(threads / slices))
+        if slices * math.ceil(rows / 64) < threads:
+            rows = math.ceil(rows / math.ceil(threads / slices))
+        if 0 < self.band_limit < rows:
+            rows = math.ceil(rows / math.ceil(rows / self.band_limit))
+        return rows
 
     @functools.cached_property
     def cells(self) -> int:

@@ -239,11 +239,10 @@ vec4 epilogue(vec4 v, int slice, int y, int x) {
 // holds output pixel
 //     (by / STEP * STEP * BLOCK_Y + by % STEP + jy * STEP,  likewise for x);
 // each tile is cut into u_bands.x bands of u_block.x rows, and band b of slice s is cell
-// v = s * u_bands.x + b; groups of u_bands.z cells sit side by side (u_block.y texels apart) in
-// a grid of u_block.z columns, u_block.w texels apart: the columns past a group's cells are
-// left empty and small outputs are cut into bands so that they still spread over every
-// llvmpipe thread (glcnn/layout.py, Blocking).
-// shaders/unblock.glsl copies the targets back into the ordinary atlas of the output.
+// v = b * S + s; groups of u_bands.z cells sit side by side (u_block.y texels apart) in
+// a grid of u_block.z columns, u_block.w texels apart; small outputs are cut into bands to
+// spread over every llvmpipe thread, the outputs of large inputs so that a screen tile reads
+// a band of the input (glcnn/layout.py, Blocking). unblock.glsl copies them into the atlas.
 
 // The first texel of cell `cell` of a blocked tensor laid out by `block` (its u_block) in
 // groups of `group` cells (its u_bands.z).
@@ -266,9 +265,10 @@ void main() {
     int slot = q.x / u_block.y;  // its cell
     q.x -= slot * u_block.y;  // blocked (col, row) within the tile
     int band_index = (group.y * u_block.z + group.x) * u_bands.z + slot;
-    int slice = div_floor(band_index, u_bands.x);
-    q.y += (band_index - slice * u_bands.x) * u_block.x;
-    if (slice >= (u_out.x + 3) / 4 || slot >= u_bands.z || q.y >= u_bands.y) {
+    int band = div_floor(band_index, (u_out.x + 3) / 4);
+    int slice = band_index - band * ((u_out.x + 3) / 4);
+    q.y += band * u_block.x;
+    if (band >= u_bands.x || slot >= u_bands.z || q.y >= u_bands.y) {
 #for j < BLOCK unroll 8
         block_acc[j] = vec4(0.0);
 #endfor

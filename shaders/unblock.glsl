@@ -31,7 +31,7 @@ void main() {
     ivec2 jj = within / BLOCK_STEP;  // (jx, jy): which pixel of its block
     ivec2 blocked = q / span * BLOCK_STEP + within % BLOCK_STEP;
     int band = div_floor(blocked.y, u_block.x);
-    ivec2 origin = cell_origin(slice * u_bands.x + band, u_block, u_bands.z);
+    ivec2 origin = cell_origin(band * ((u_out.x + 3) / 4) + slice, u_block, u_bands.z);
     blocked.y -= band * u_block.x;
     // Sampled at the texel centre like sample_texel (NEAREST, no mipmaps).
     vec2 at = (vec2(origin + blocked) + 0.5) / vec2(textureSize(u_blocks, 0).xy);

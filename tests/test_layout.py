@@ -161,11 +161,15 @@ def test_texture_side_is_the_next_size_that_is_not_a_power_of_two():
 @pytest.mark.parametrize("block", [(2, 4), (1, 8)])
 @pytest.mark.parametrize("min_width", [0, 64, 128, 512])
 @pytest.mark.parametrize("max_width", [16384, 40])
-def test_blocked_cells_lie_apart_inside_the_target(shape, block, min_width, max_width):
+@pytest.mark.parametrize("band_limit", [0, 2])
+def test_blocked_cells_lie_apart_inside_the_target(shape, block, min_width, max_width,
+                                                   band_limit):
     """Every cell of a Blocking (band b of slice s) lies inside its render target, no two
-    overlap, each group's cells sit side by side from a multiple of the pitch, and the cells are
-    grouped only when the strip is spread."""
-    b = Blocking(shape, *block, 1, max_width=max_width, min_width=min_width)
+    overlap, each group's cells sit side by side from a multiple of the pitch, the cells are
+    grouped only when the strip is spread, and no band is taller than `band_limit`."""
+    b = Blocking(shape, *block, 1, max_width=max_width, min_width=min_width,
+                 band_limit=band_limit)
+    assert b.band_rows <= (band_limit or b.tile[0]) and b.bands * b.band_rows >= b.tile[0]
     (rows, cols), width = (b.band_rows, b.tile[1]), b.group * b.tile[1]
     taken = np.zeros(b.size[::-1], int)
     for cell in range(b.cells):

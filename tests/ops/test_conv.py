@@ -299,6 +299,57 @@ def test_blocked_grid_wraps_rows(ctx, monkeypatch):
     check_op(ctx, case.op, case.attrs(), [case.in_shape], case.weights(), strategy="blocked")
 
 
+
+BANDED = [ConvCase(C, 24, 12, k=(1, 1), hw=(13, 40)),  # 1×8 blocks, 13 rows: a short last band
+          ConvCase(C, 16, 8, pads=(1, 1, 1, 1), hw=(18, 18)),  # 2×4 blocks
+          ConvCase(T, 16, 8, k=(4, 4), s=(2, 2), pads=(1, 1, 1, 1), hw=(9, 9))]  # pixels 2 apart
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "u8"])
+@pytest.mark.parametrize("case", BANDED, ids=lambda v: v.id(""))
+def test_convs_reading_large_inputs_are_cut_into_bands(ctx, monkeypatch, case, precision):
+    """A DENSE conv whose input is over plan.BAND_FROM_BYTES writes its output in bands of a
+    few rows, band by band (layout.Blocking band_limit): it matches the float64 reference and
+    equals bit for bit the same conv unbanded, and its output is unblocked, not read in place
+    (readers of a blocked array take one band per tile)."""
+    monkeypatch.setattr(glcnn.runtime.plan, "BAND_FROM_BYTES", 4096)
+    monkeypatch.setattr(glcnn.runtime.plan, "BAND_BYTES", 1024)
+    if precision == "u8":
+        check_u8(ctx, case, "blocked")
+    graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights(2))
+    x = storable(np.random.default_rng(2).standard_normal(case.in_shape).astype(np.float32),
+                 "fp16" if precision == "u8" else precision)
+    precision = "fp32" if precision == "u8" else precision  # u8: check_u8 above
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as pipe:
+        b = pipe.blocking["y"]
+        assert b.band_limit >= 4 and b.bands > 1 and b.band_rows <= b.band_limit, b
+        assert (b.bands - 1) * b.band_rows < b.tile[0], f"{case}: an empty band"
+        y = pipe.run(x)
+    assert_close(y, reference.run(graph, {"x0": x})["y"], precision, str(case))
+    monkeypatch.setattr(glcnn.runtime.plan, "BAND_FROM_BYTES", 1 << 40)
+    with glcnn.Pipeline(graph, ctx, precision=precision, strategy="blocked") as whole:
+        assert whole.blocking["y"].bands == 1
+        np.testing.assert_array_equal(whole.run(x), y, err_msg=str(case))
+    first, second, _, why = IN_PLACE[0]  # h read in place unless banded
+    with glcnn.Pipeline(_chain(first, second), ctx, strategy="blocked") as pipe:
+        assert pipe.blocking["h"].bands == 1 and set(pipe.blocked_tensors) == {"h"}, why
+    monkeypatch.setattr(glcnn.runtime.plan, "BAND_FROM_BYTES", 1024)
+    with glcnn.Pipeline(_chain(first, second), ctx, strategy="blocked") as pipe:
+        assert pipe.blocking["h"].bands > 1 and pipe.blocked_tensors == {}, why
+
+
+@pytest.mark.parametrize("case", [ConvCase(C, 24, 24, group=24, pads=(1, 1, 1, 1), hw=(16, 16)),
+                                  ConvCase(C, 24, 4, k=(1, 1), hw=(16, 16))],
+                         ids=["depthwise", "one-slice"])
+def test_convs_that_read_their_input_once_are_not_banded(ctx, monkeypatch, case):
+    """A depthwise conv reads each input slice for one output slice, and an output of one
+    slice reads the input once: no band limit (bands would only add cells)."""
+    monkeypatch.setattr(glcnn.runtime.plan, "BAND_FROM_BYTES", 4096)
+    graph = single_op_graph(case.op, case.attrs(), [case.in_shape], case.weights())
+    with glcnn.Pipeline(graph, ctx, strategy="blocked") as pipe:
+        assert pipe.blocking["y"].band_limit == 0
+
+
 # --- blocked input: a tensor left in its conv's render-target array ----------------------------
 # Plan._blocked_tensors leaves a blocked conv's output in its texture array when every reader is a
 # blocked DENSE conv, which then reads it in place (conv_block_input.glsl BLOCKED_INPUT; from a
