@@ -14,14 +14,14 @@
 
 void compute_block(int slice, int oy, int ox) {
     int first_slice = begin_block(slice);
-    ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
+    ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, INPUT_SIZE.y);
     int ix0 = first_column(ox);
     INPUT_AXIS column[SPAN_X];  // where each column lies in a tile (column_at)
     int column_layer[SPAN_X];  // and its part of the layer (BLOCKED_INPUT; else 0)
     bool column_inside[SPAN_X];
 #for m < SPAN_X unroll 24
     column[m] = column_at(ix0 + m, column_layer[m]);
-    column_inside[m] = uint(ix0 + m) < uint(u_input_shape.z);
+    column_inside[m] = uint(ix0 + m) < uint(INPUT_SIZE.x);
 #endfor
     ivec2 first_origin = first_tile(first_slice);
     int iy0 = source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y);  // in range: ty.x is a tap
@@ -32,7 +32,7 @@ void compute_block(int slice, int oy, int ox) {
 #for jy < BLOCK_Y unroll 2
         int iy = iy0 + jy * SRC_PER_PIXEL.y;
         row[jy] = row_at(iy, row_layer[jy]);
-        row_inside[jy] = uint(iy) < uint(u_input_shape.y);
+        row_inside[jy] = uint(iy) < uint(INPUT_SIZE.y);
 #endfor
         WEIGHTS_ROW w_at = tap_row(slice, ky);
         ivec2 origin = first_origin;

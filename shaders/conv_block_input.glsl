@@ -12,6 +12,11 @@
 //          as a 2D texture). Uniforms and samplers: conv_inputs.glsl (a pool's:
 //          pool_window.glsl).
 
+#ifndef SOURCE_X  // stored column and row of input column x, row y (conv_inputs.glsl)
+#define SOURCE_X(x) (x)
+#define SOURCE_Y(y) (y)
+#endif
+
 #ifdef BLOCKED_INPUT
 // Blocked input. Layer j = jy * IN_BLOCK_X + jx of u_input holds pixel (jy, jx) of every block of
 // the producer, whose tile of slice s starts at grid cell s (one band per tile; groups of
@@ -39,21 +44,25 @@ ivec2 blocked_axis(int x, int block) {
 #define INPUT_TILE int
 #ifdef BLOCKED_INPUT
 INPUT_AXIS column_at(int x, out int layer) {
+    x = SOURCE_X(x);
     ivec2 b = blocked_axis(min(x, u_input_shape.z - 1), IN_BLOCK_X);
     layer = 0;
     return b.x + b.y * u_input_layer;
 }
 INPUT_AXIS row_at(int y, out int layer) {
+    y = SOURCE_Y(y);
     ivec2 b = blocked_axis(min(y, u_input_shape.y - 1), IN_BLOCK_Y);
     layer = 0;
     return b.x * u_input_width + b.y * IN_BLOCK_X * u_input_layer;
 }
 #else
 INPUT_AXIS column_at(int x, out int layer) {
+    x = SOURCE_X(x);
     layer = 0;
     return clamp(x, 0, u_input_shape.z - 1);
 }
 INPUT_AXIS row_at(int y, out int layer) {
+    y = SOURCE_Y(y);
     layer = 0;
     return clamp(y, 0, u_input_shape.y - 1) * u_input_width;
 }
@@ -68,11 +77,13 @@ vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer)
 #define INPUT_AXIS float
 #define INPUT_TILE vec2
 INPUT_AXIS column_at(int x, out int layer) {
+    x = SOURCE_X(x);
     ivec2 b = blocked_axis(x, IN_BLOCK_X);
     layer = b.y;
     return (float(b.x) + 0.5) * input_texel_size.x;
 }
 INPUT_AXIS row_at(int y, out int layer) {
+    y = SOURCE_Y(y);
     ivec2 b = blocked_axis(y, IN_BLOCK_Y);
     layer = b.y * IN_BLOCK_X;
     return (float(b.x) + 0.5) * input_texel_size.y;
@@ -86,10 +97,12 @@ vec4 input_sample(INPUT_TILE tile, INPUT_AXIS column, INPUT_AXIS row, int layer)
 #define INPUT_AXIS float
 #define INPUT_TILE vec2
 INPUT_AXIS column_at(int x, out int layer) {
+    x = SOURCE_X(x);
     layer = 0;
     return (float(x) + 0.5) * input_texel_size.x;
 }
 INPUT_AXIS row_at(int y, out int layer) {
+    y = SOURCE_Y(y);
     layer = 0;
     return (float(y) + 0.5) * input_texel_size.y;
 }

@@ -3,8 +3,8 @@
 
 void compute_block(int slice, int oy, int ox) {
     int first_slice = begin_block(slice);
-    ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
-    ivec3 tx = block_taps(ox, BLOCK_X, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z);
+    ivec3 ty = block_taps(oy, BLOCK_Y, KH, u_pad.y, u_stride.y, u_dilation.y, INPUT_SIZE.y);
+    ivec3 tx = block_taps(ox, BLOCK_X, KW, u_pad.x, u_stride.x, u_dilation.x, INPUT_SIZE.x);
     ivec2 src = ivec2(source(ox, tx.x, u_pad.x, u_stride.x, u_dilation.x),
                       source(oy, ty.x, u_pad.y, u_stride.y, u_dilation.y));
     ivec2 first_origin = first_tile(first_slice);
@@ -17,7 +17,7 @@ void compute_block(int slice, int oy, int ox) {
             bool inside[BLOCK];
 #for j < BLOCK unroll 8
             ivec2 at = ivec2(ix, iy) + ivec2(j % BLOCK_X, j / BLOCK_X) * SRC_PER_PIXEL;
-            inside[j] = uint(at.x) < uint(u_input_shape.z) && uint(at.y) < uint(u_input_shape.y);
+            inside[j] = uint(at.x) < uint(INPUT_SIZE.x) && uint(at.y) < uint(INPUT_SIZE.y);
             int column_layer, row_layer;
             column[j] = column_at(at.x, column_layer);
             row[j] = row_at(at.y, row_layer);

@@ -28,6 +28,10 @@
 //          BLOCKED_OUTPUT: the input atlas copied into a buffer texture, u_input_width texels
 //          a row; INPUT_BUFFER with BLOCKED_INPUT: that array copied into one, u_input_layer
 //          texels a layer;
+//          INPUT_UPSAMPLE with UPSAMPLE_X, UPSAMPLE_Y (a Conv, DENSE or DEPTHWISE, no
+//          INPUT_MEAN; glcnn.graph.fuse_resize): the conv reads its input upscaled nearest by
+//          those whole factors, pixel (y, x) being stored pixel (y div UPSAMPLE_Y, x div
+//          UPSAMPLE_X) (conv_inputs.glsl SOURCE_X, SOURCE_Y, INPUT_SIZE);
 //          TRANSPOSED and UNIT_DILATION: conv_transpose.glsl's.
 
 #if !defined(KH) || !defined(KW)
@@ -73,6 +77,9 @@
 #endif
 #if defined(INPUT_BUFFER) && !defined(BLOCKED_OUTPUT) && !defined(BLOCKED_INPUT)
 #error INPUT_BUFFER needs BLOCKED_OUTPUT or BLOCKED_INPUT
+#endif
+#if defined(INPUT_UPSAMPLE) && (!(defined(UPSAMPLE_X) && defined(UPSAMPLE_Y)) || defined(TRANSPOSED) || defined(INPUT_MEAN) || (!defined(DENSE) && !defined(DEPTHWISE)))
+#error INPUT_UPSAMPLE needs UPSAMPLE_X and UPSAMPLE_Y, a Conv (DENSE or DEPTHWISE), no INPUT_MEAN
 #endif
 
 // A blocked pass shares input columns between its pixels (conv_block_columns.glsl) where a group

@@ -31,9 +31,9 @@ vec4 input_texel(ivec2 origin, int slice, int y, int x) {
     return sum / float(u_input_shape.y * u_input_shape.z);
 #else
 #ifdef MASK_TAPS
-    if (uint(y) >= uint(u_input_shape.y) || uint(x) >= uint(u_input_shape.z)) return vec4(0.0);
+    if (uint(y) >= uint(INPUT_SIZE.y) || uint(x) >= uint(INPUT_SIZE.x)) return vec4(0.0);
 #endif
-    vec4 stored = sample_texel(u_input, input_texel_size, origin + ivec2(x, y));
+    vec4 stored = sample_texel(u_input, input_texel_size, origin + ivec2(SOURCE_X(x), SOURCE_Y(y)));
     return input_activation(decode(stored, u_input_shape, slice));
 #endif
 }
@@ -46,8 +46,8 @@ vec4 compute(int slice, int oy, int ox) {
     vec4 acc = channel_params(u_params, slice, 0);
     ivec4 lanes = 4 * slice + ivec4(0, 1, 2, 3);
     ivec4 group_first = div_floor(lanes, u_cog) * u_cg;  // first input channel of each lane's group
-    ivec3 ty = taps(oy, KH, u_pad.y, u_stride.y, u_dilation.y, u_input_shape.y);
-    ivec3 tx = taps(ox, KW, u_pad.x, u_stride.x, u_dilation.x, u_input_shape.z);
+    ivec3 ty = taps(oy, KH, u_pad.y, u_stride.y, u_dilation.y, INPUT_SIZE.y);
+    ivec3 tx = taps(ox, KW, u_pad.x, u_stride.x, u_dilation.x, INPUT_SIZE.x);
     // Source row/column of the first tap and its change per visited tap, so the tap loops
     // below do no integer division (scalarised, hence slow, on llvmpipe).
     ivec2 src = ivec2(source(ox, tx.x, u_pad.x, u_stride.x, u_dilation.x),

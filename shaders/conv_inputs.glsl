@@ -31,6 +31,18 @@ uniform sampler2DArray u_input;
 uniform sampler2D u_input;
 #endif
 uniform ivec4 u_input_shape;
+// The (W, H) the conv reads, and the stored column and row of its input column x and row y:
+// u_input_shape's, unless the input is read upscaled (INPUT_UPSAMPLE; a coordinate below 0
+// is padding, masked, and reads column or row 0).
+#ifdef INPUT_UPSAMPLE
+#define INPUT_SIZE (u_input_shape.zy * ivec2(UPSAMPLE_X, UPSAMPLE_Y))
+#define SOURCE_X(x) (max(x, 0) / UPSAMPLE_X)
+#define SOURCE_Y(y) (max(y, 0) / UPSAMPLE_Y)
+#else
+#define INPUT_SIZE u_input_shape.zy
+#define SOURCE_X(x) (x)
+#define SOURCE_Y(y) (y)
+#endif
 #ifdef WEIGHTS_BUFFER
 uniform samplerBuffer u_weights;
 uniform int u_weights_width;  // texels per row of the filter layout

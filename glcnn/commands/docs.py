@@ -15,7 +15,9 @@ from ..ops.base import ACTIVATION_DEFAULTS
 from ..ops.conv import INPUT_ACTIVATIONS
 
 NOTES = {
-    "Conv": "any kernel, stride, dilation, asymmetric pads, groups (dense / depthwise / generic)",
+    "Conv": "any kernel, stride, dilation, asymmetric pads, groups (dense / depthwise / "
+            "generic); dense and depthwise ones read a nearest upscale by whole factors of their "
+            "input in their pass (`glcnn/graph/fuse_resize.py`: Conv(Resize(u)))",
     "ConvTranspose": "PyTorch/ONNX output size, output_padding, dilation, groups",
     "BatchNormalization": "inference form; folded into a preceding Conv/ConvTranspose",
     "Add": "same shape, (C,1,1) tensor, per-channel constant (fast paths), or any per-axis "

@@ -1,4 +1,5 @@
-"""A nearest upscale by whole factors read by an Add, in the Add's pass (a GL-free graph pass).
+"""A nearest upscale by whole factors read by an Add or a Conv, in that op's pass (GL-free graph
+passes).
 
 A feature pyramid's top-down path (PP-OCRv4 det's and DBNet's, FPN's) adds each level to the
 level above it upscaled 2× nearest: Add(x, Resize(u)). The Resize pass writes the large tensor
@@ -7,6 +8,13 @@ only for the Add to read it once (PP-OCRv4 det at 192×384: 1.0 ms for its 96 ch
 (attrs["upsample"]: the Resize's op and attributes; glcnn/ops/binary.py, binary.glsl
 OTHER_UPSAMPLE), the reference evaluates the Resize on the way, and training sends the Add's
 gradient to u through the Resize's gradient pass, as it did before.
+
+A decoder that upscales, then convolves (ESRGAN's ×4 tail: 48 channels from 128² to 512² for a
+3×3 conv to RGB; nearest-upsample autoencoders) pays a pass writing the large tensor and, on
+llvmpipe, a copy of it into the conv's input buffer. `fuse_upsampled_convs` has each Conv read
+u at (y div ky, x div kx) itself (attrs["input_upsample"], glcnn/ops/conv.py); the reference
+evaluates the Resize on the way, and a Trainer runs the two apart again (glcnn/train/backward.py
+`unfuse_upsamples`).
 """
 
 from ..ops import build_ops
@@ -39,4 +47,33 @@ def fuse_upsampled_adds(graph: Graph) -> Graph:
             add.attrs = {"upsample": {"op": resize.op, **resize.attrs}}
             graph.nodes.remove(resize)
             break
+    return graph
+
+
+# Conv attributes that already change how it reads its input: those convs keep the Resize.
+_READS = ("input_upsample", "input_mean", "input_gate")
+
+
+def fuse_upsampled_convs(graph: Graph) -> Graph:
+    """Each Resize or Upsample, a nearest upscale by whole factors (Resize.integer_upscale) that
+    is no graph output and only Convs read, each once as its data input: the Convs read its
+    input with attrs["input_upsample"] = {"op": the Resize's op, **its attributes} and the
+    Resize goes. Convs DENSE or DEPTHWISE only (the generic form gathers lane by lane). In
+    place; returns `graph`."""
+    resizes = [n for n in graph.nodes if n.op in RESIZES and n.name not in graph.outputs]
+    if not resizes:
+        return graph
+    ops = {op.node.name: op for op in build_ops(graph)[0]}
+    for resize in resizes:
+        users = graph.consumers(resize.name)
+        if (not users or ops[resize.name].integer_upscale() is None
+                or not all(u.op == "Conv" and u.inputs[0] == resize.name
+                           and u.inputs.count(resize.name) == 1
+                           and not any(u.attrs.get(k) for k in _READS)
+                           and ops[u.name].variant() in ("DENSE", "DEPTHWISE") for u in users)):
+            continue
+        for user in users:
+            user.inputs = [resize.inputs[0], *user.inputs[1:]]
+            user.attrs = {**user.attrs, "input_upsample": {"op": resize.op, **resize.attrs}}
+        graph.nodes.remove(resize)
     return graph

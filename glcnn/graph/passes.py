@@ -18,7 +18,8 @@
   activation (`residual_after_activation`) when the conv already applies one (YOLO's
   bottlenecks: x + SiLU(conv)), so it runs again once activations are fused.
 - `fuse_resize.fuse_upsampled_adds`: Add(x, nearest upscale of u by whole factors) (a feature
-  pyramid's top-down path) reads u upscaled in its own pass; the Resize goes.
+  pyramid's top-down path) reads u upscaled in its own pass; the Resize goes;
+  `fuse_upsampled_convs` likewise for the Convs that alone read such an upscale.
 - `fuse_activations`: an activation right after an op becomes that op's epilogue.
 - `fuse_input_activations`: a ReLU/LeakyReLU read only by convs (a U-Net's down path, whose
   un-activated tensor also feeds a skip Concat) is applied by those convs as they fetch.
@@ -63,7 +64,7 @@ from .fuse_affine import (
     scale_dense,
 )
 from .fold_layout import fold_layout
-from .fuse_resize import fuse_upsampled_adds
+from .fuse_resize import fuse_upsampled_adds, fuse_upsampled_convs
 from .fuse_gate import fuse_gated_adds, fuse_input_gates, fuse_pooled_convs, fuse_residual_gates
 from .fuse_norm import fuse_layernorm
 from .graph import RESIDUAL_AFTER, Graph, Node
@@ -422,6 +423,7 @@ def optimize(graph: Graph) -> Graph:
     graph = fold_flatten_order(fold_affine(graph, into="weights"))
     graph = flatten_dense_to_conv(graph)
     graph = fuse_residual_add(fuse_activations(fuse_upsampled_adds(fuse_residual_add(graph))))
+    graph = fuse_upsampled_convs(graph)
     graph = fold_affine(fuse_residual_gates(graph), into="epilogue")
     graph = fuse_gated_adds(fuse_input_gates(fuse_pooled_convs(graph)))
     return fuse_input_activations(graph)

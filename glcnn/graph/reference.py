@@ -339,6 +339,11 @@ def evaluate(node, values):
     fn = EVALUATORS.get(node.op)
     if fn is None:
         raise UnsupportedOpError(f"reference has no op {quote(node.op)} (layer {quote(node.name)})")
+    upsample = node.attrs.get("input_upsample")  # glcnn.graph.fuse_resize: Resize, then Conv
+    if upsample:
+        upsample = dict(upsample)
+        resize = Node(upsample.pop("op"), "input_upsample", node.inputs[:1], upsample)
+        values = {**values, node.inputs[0]: EVALUATORS[resize.op](resize, values)}
     pre = node.attrs.get("input_activation")  # glcnn.graph.passes.fuse_input_activations
     if pre:
         x = values[node.inputs[0]]

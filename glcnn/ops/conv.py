@@ -35,13 +35,18 @@ trainer binds the layer's weight texture in place of a copy re-laid out after ev
 A 1×1 Conv with attrs["input_mean"] (glcnn.graph.fuse_gate: the global average pool before a
 squeeze-excitation block's first layer folded in) reads x (C, H, W) and convolves its spatial
 mean (C, 1, 1): each fragment sums its input slices' whole tiles itself.
+A Conv with attrs["input_upsample"] = {"op": "Resize" or "Upsample", **its attributes}
+(glcnn.graph.fuse_resize: a nearest upscale by whole factors folded in) reads u and convolves
+it upscaled: input pixel (y, x) is u's (y div ky, x div kx) (conv_inputs.glsl SOURCE_X).
 """
 
 import numpy as np
 
 from ..errors import UnsupportedOpError, WeightError, quote
 from ..layout import channels_shape, filters_shape, pack_channels, pack_filters
+from ..graph.graph import Node
 from .base import ACTIVATION_DEFAULTS, Op, conv_output_size, register
+from .resize import Resize
 
 # Activations a conv applies to its input as it fetches it
 # (glcnn.graph.passes.fuse_input_activations; both map 0 to 0, so padding taps need no care).
@@ -60,6 +65,10 @@ class _ConvBase(Op):
         self.x_shape = self.in_shapes[0]
         if self.node.attrs.get("input_mean"):  # the conv reads x's spatial mean
             self.x_shape = (self.x_shape[0], 1, 1)
+        self.upsample = self._input_upsample()
+        if self.upsample:
+            self.x_shape = (self.x_shape[0], self.x_shape[1] * self.upsample[0],
+                            self.x_shape[2] * self.upsample[1])
         self.group = int(self.node.attrs.get("group", 1))
         self.strides = self.attr_ints("strides", 2, (1, 1))
         self.dilations = self.attr_ints("dilations", 2, (1, 1))
@@ -77,6 +86,10 @@ class _ConvBase(Op):
         self._check_input_activation()
         self._check_input_gate()
         self._check_input_mean()
+        if self.upsample and (self.node.op != "Conv" or self.variant() == "GENERIC" or
+                              self.node.attrs.get("input_mean")):
+            self.fail("input_upsample needs a Conv of whole input slices per group (DENSE or "
+                      "DEPTHWISE) without input_mean", UnsupportedOpError)
         if self.node.attrs.get("filters_transposed") and self.group != 1:
             self.fail(f"filters_transposed needs group=1, not {self.group}", UnsupportedOpError)
         if any(v <= 0 for v in self.output_shape()):
@@ -138,6 +151,24 @@ class _ConvBase(Op):
             self.fail("input_gate needs whole input slices per group (DENSE or DEPTHWISE)",
                       UnsupportedOpError)
 
+    def _input_upsample(self) -> tuple[int, int] | None:
+        """(ky, kx) of attrs["input_upsample"], the Resize it names checked on the input
+        (a nearest upscale by whole factors, Resize.integer_upscale); None without one."""
+        up = self.node.attrs.get("input_upsample")
+        if not up:
+            return None
+        if not isinstance(up, dict) or up.get("op") not in ("Resize", "Upsample"):
+            self.fail(f"input_upsample={quote(up)}: a dict of the upscaling Resize's op and "
+                      "attributes", UnsupportedOpError)
+        attrs = {k: v for k, v in up.items() if k != "op"}
+        resize = Resize(Node(up["op"], f"{self.node.name}/input_upsample", self.node.inputs[:1],
+                             attrs), self.in_shapes[:1])
+        factors = resize.integer_upscale()
+        if factors is None:
+            self.fail(f"input_upsample {quote(up)} is not a nearest upscale by whole factors",
+                      UnsupportedOpError)
+        return factors
+
     def _check_input_mean(self):
         if not self.node.attrs.get("input_mean"):
             return
@@ -165,6 +196,9 @@ class _ConvBase(Op):
         extra |= {"INPUT_GATE": 1} if self.node.attrs.get("input_gate") else {}
         extra |= {"INPUT_MEAN": 1} if self.node.attrs.get("input_mean") else {}
         extra |= {"FILTERS_TRANSPOSED": 1} if self.node.attrs.get("filters_transposed") else {}
+        if self.upsample:
+            extra |= {"INPUT_UPSAMPLE": 1, "UPSAMPLE_Y": self.upsample[0],
+                      "UPSAMPLE_X": self.upsample[1]}
         # Several input slices per group: the loop bound is a uniform, so one program serves
         # every width (MobileNetV2's 1×1 convs: 24 -> 12 programs, cold load 5.1 -> 4.0 s;
         # runs within 1% of a constant bound on llvmpipe).

@@ -29,6 +29,7 @@ forward nodes backwards:
 Inputs that are graph inputs get no gradient.
 """
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,27 @@ class Param:
 
 def grad_name(tensor: str) -> str:
     return f"grad:{tensor}"
+
+
+def unfuse_upsamples(graph: Graph) -> Graph:
+    """`graph` with each Conv's fused input upscale (attrs["input_upsample"],
+    glcnn.graph.fuse_resize.fuse_upsampled_convs) a Resize node of its own again, named
+    "<conv>/input_upsample": the weight gradient reads the upscaled input, and the input
+    gradient reaches u through the Resize's gradient. A new Graph where there is one, else
+    `graph` itself."""
+    if not any(n.attrs.get("input_upsample") for n in graph.nodes):
+        return graph
+    nodes = []
+    for node in graph.nodes:
+        upsample = dict(node.attrs.get("input_upsample") or {})
+        if upsample:
+            resize = Node(upsample.pop("op"), f"{node.name}/input_upsample", node.inputs[:1],
+                          upsample)
+            attrs = {k: v for k, v in node.attrs.items() if k != "input_upsample"}
+            nodes.append(resize)
+            node = dataclasses.replace(node, inputs=[resize.name, *node.inputs[1:]], attrs=attrs)
+        nodes.append(node)
+    return dataclasses.replace(graph, nodes=nodes)
 
 
 def backward_graph(graph: Graph, loss: str, samples: int = 1) -> tuple[Graph, list[Param]]:
@@ -147,7 +169,7 @@ def _check_trainable(node: Node, shapes: dict) -> None:
     where = f"layer {quote(node.name)} ({node.label})"
     if node.op not in SUPPORTED:
         raise UnsupportedOpError(f"{where}: training supports {', '.join(SUPPORTED)} so far")
-    for key in ("input_activation", "affine", "input_gate", "input_mean"):
+    for key in ("input_activation", "affine", "input_gate", "input_mean", "input_upsample"):
         if node.attrs.get(key):
             raise UnsupportedOpError(f"{where}: no backward pass for a fused {key} yet")
     _check_activation(where, _activation(node))

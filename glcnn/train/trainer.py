@@ -23,7 +23,8 @@ from ..layout import Atlas, pack, unpack
 from ..ops import build_ops
 from ..runtime.compiler import Compiler, Unblock
 from ..runtime.pipeline import Pipeline
-from .backward import CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight, weight_layer
+from .backward import (CONVS, LOSS, TARGET, backward_graph, from_layout, graph_weight,
+                       unfuse_upsamples, weight_layer)
 from .grad_ops import LOSSES, ConvGradWeight
 from .lanes import bias_pass, lane_pass
 from .optim import Hyper, Slot
@@ -71,6 +72,7 @@ class Trainer:
                              f"betas={quote(betas)}, eps={quote(eps)}, weight_decay="
                              f"{quote(weight_decay)}: expected numbers ({exc})") from None
         self.hyper.check()
+        graph = unfuse_upsamples(graph)  # glcnn.load's convs reading their input upscaled
         bgraph, self.params = backward_graph(graph, loss)
         self.pipeline = _TrainingPipeline(graph, ctx, "fp32", keep="all")
         self.ctx, self.steps = self.pipeline.ctx, 0

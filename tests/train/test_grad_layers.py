@@ -13,7 +13,7 @@ from torch_graph import TorchGraph, relative_error
 
 import glcnn
 from glcnn import Builder
-from glcnn.graph.fuse_resize import fuse_upsampled_adds
+from glcnn.graph.fuse_resize import fuse_upsampled_adds, fuse_upsampled_convs
 from glcnn.graph import reference as numpy_reference
 
 pytestmark = pytest.mark.gl
@@ -145,6 +145,24 @@ def test_gradients_through_an_upsampled_add_match_torch(ctx):
     assert "up" not in {n.name for n in graph.nodes}
     errors = check_gradients(graph, ctx)
     assert {"d:low", "low.weight", "d:high", "high.weight"} <= set(errors)
+
+
+def test_gradients_through_an_upsampled_conv_match_torch(ctx):
+    """glcnn.graph.fuse_resize's Conv reading Resize(u) upscaled: the Trainer runs the Resize as
+    a pass of its own again (backward.unfuse_upsamples), so the weight gradient reads the
+    upscaled input and u's gradient is the Resize's; backward_graph alone refuses it."""
+    b = Builder(seed=23)
+    x = b.input("x", (4, 8, 10))
+    low = b.conv(x, 8, 3, stride=2, padding=1, name="low")  # (8, 4, 5), read upscaled
+    up = b._add("Resize", [low], "up", FLOOR_2X)
+    y = b.conv(up, 3, 3, padding=1, name="post")
+    graph = fuse_upsampled_convs(b.build([y]))
+    assert graph.node("post").attrs["input_upsample"]["op"] == "Resize"
+    assert "up" not in {n.name for n in graph.nodes}
+    errors = check_gradients(graph, ctx)
+    assert {"d:low", "low.weight", "post.weight", "d:post/input_upsample"} <= set(errors)
+    with pytest.raises(glcnn.UnsupportedOpError, match="'post'.*fused input_upsample"):
+        glcnn.train.backward.backward_graph(graph, "mse")
 
 
 def concat_graph(axis: int):

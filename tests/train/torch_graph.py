@@ -114,6 +114,12 @@ class TorchGraph:
             assert (pt, pl) == (pb, pr), "symmetric pads only"
             geometry = dict(stride=tuple(a.get("strides", (1, 1))), padding=(pt, pl),
                             dilation=tuple(a.get("dilations", (1, 1))), groups=a.get("group", 1))
+            if a.get("input_upsample"):  # glcnn.graph.fuse_resize: Resize, then this Conv;
+                upsample = dict(a["input_upsample"])  # its tensor is the Trainer's (unfused)
+                name = f"{node.name}/input_upsample"
+                resize = Node(upsample.pop("op"), name, node.inputs[:1], upsample)
+                x = values[name] = _resize(self, resize, values)
+                x.retain_grad()
             if node.op == "Conv":
                 z = F.conv2d(x, w, b, **geometry)
             else:
