@@ -52,6 +52,7 @@ OPS = ("conv", "ops", "math", "transpose", "concat", "pool", "resize", "pad", "i
 SUBSET = ["tests/runtime/test_contexts.py", "tests/test_layout.py",
           *(f"tests/ops/test_{name}.py" for name in OPS),
           "tests/graph/test_fuse_affine.py", "tests/graph/test_fuse_gate.py",
+          "tests/graph/test_fuse_resize.py",
           "tests/runtime/test_precision.py",
           "tests/runtime/test_model_matrix.py"]
 TIMEOUT = 1800  # s per driver; softpipe takes about ... of it (README "Drivers")
