@@ -56,10 +56,10 @@ _READS = ("input_upsample", "input_mean", "input_gate")
 
 def fuse_upsampled_convs(graph: Graph) -> Graph:
     """Each Resize or Upsample, a nearest upscale by whole factors (Resize.integer_upscale) that
-    is no graph output and only Convs read, each once as its data input: the Convs read its
-    input with attrs["input_upsample"] = {"op": the Resize's op, **its attributes} and the
-    Resize goes. Convs DENSE or DEPTHWISE only (the generic form gathers lane by lane). In
-    place; returns `graph`."""
+    is no graph output and only Convs read, each once as its data input and none already
+    reading it otherwise (`_READS`): the Convs read its input with attrs["input_upsample"] =
+    {"op": the Resize's op, **its attributes} and the Resize goes. Convs DENSE or DEPTHWISE
+    only (the generic form gathers lane by lane). In place; returns `graph`."""
     resizes = [n for n in graph.nodes if n.op in RESIZES and n.name not in graph.outputs]
     if not resizes:
         return graph

@@ -40,8 +40,8 @@ WEIGHT_TEXEL_BYTES = 16  # weight textures are RGBA32F
 # its output cut into bands that each read about BAND_BYTES of the input, the slices of one
 # band shaded one after another (layout.Blocking `band_limit`); else each screen tile, part of
 # one slice, streams the whole input from memory again. Measured on llvmpipe (2 threads, 32 MiB
-# L3), each pass alone: 1×1 640 → 64 at 128² (40 MiB) 100-128 -> 57-67 ms, 512 → 64 65-74 ->
-# 44-49; 256 → 64 (16 MiB) 1.05× faster; a 3×3 64 → 64 at 208² (11 MiB) 1.08× slower.
+# L3), each pass alone: 1×1 640 → 64 at 128² (44 MiB) 75-128 -> 54-67 ms, 512 → 64 59-74 ->
+# 47-48; 256 → 64 (16 MiB) 1.05× faster; a 3×3 64 → 64 at 208² (11 MiB) 1.08× slower.
 BAND_FROM_BYTES, BAND_BYTES = 16 << 20, 4 << 20
 BAND_MIN_ROWS = 4  # llvmpipe shades 4×4 pixel stamps: thinner bands would leave lanes idle
 # The dtype of the buffer a blocked conv's input atlas is copied into, by the atlas's: float16
