@@ -55,12 +55,13 @@ class Node:
         "Conv+Silu+Add" for a residual added after the activation,
         "LeakyRelu+Conv" for an activation the conv applies to its input, "Mean+Conv" or
         "Mul+Conv" for a conv reading its input's spatial mean or its input times a gate
-        (glcnn.graph.fuse_gate), "Resize+Add" for an Add reading an operand upscaled
-        (glcnn.graph.fuse_resize), "Conv+dRelu" for a gradient times an activation's
-        derivative (glcnn/train/backward.py)."""
+        (glcnn.graph.fuse_gate), "Resize+Add" and "Resize+Conv" for an Add reading an operand
+        or a conv its input upscaled (glcnn.graph.fuse_resize), "Conv+dRelu" for a gradient
+        times an activation's derivative (glcnn/train/backward.py)."""
         a = self.attrs
         pre, act, grad = a.get("input_activation"), a.get("activation"), a.get("output_grad")
-        return ((f"{_fused_op(pre)}+" if pre else "") + ("Mean+" if a.get("input_mean") else "")
+        return (("Resize+" if a.get("input_upsample") else "")
+                + (f"{_fused_op(pre)}+" if pre else "") + ("Mean+" if a.get("input_mean") else "")
                 + ("Mul+" if a.get("input_gate") else "")
                 + ("Resize+" if a.get("upsample") else "") + self.op
                 + ("+Add" if a.get("residual") and not self.residual_after_activation else "")
