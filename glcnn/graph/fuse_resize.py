@@ -60,17 +60,19 @@ def fuse_upsampled_convs(graph: Graph) -> Graph:
     reading it otherwise (`_READS`): the Convs read its input with attrs["input_upsample"] =
     {"op": the Resize's op, **its attributes} and the Resize goes. Convs DENSE or DEPTHWISE
     only (the generic form gathers lane by lane). In place; returns `graph`."""
-    resizes = [n for n in graph.nodes if n.op in RESIZES and n.name not in graph.outputs]
-    if not resizes:
+    candidates = []  # (resize, its readers): those the graph's structure allows, before ops
+    for resize in (n for n in graph.nodes if n.op in RESIZES and n.name not in graph.outputs):
+        users = graph.consumers(resize.name)
+        if users and all(u.op == "Conv" and u.inputs[0] == resize.name
+                         and u.inputs.count(resize.name) == 1
+                         and not any(u.attrs.get(k) for k in _READS) for u in users):
+            candidates.append((resize, users))
+    if not candidates:
         return graph
     ops = {op.node.name: op for op in build_ops(graph)[0]}
-    for resize in resizes:
-        users = graph.consumers(resize.name)
-        if (not users or ops[resize.name].integer_upscale() is None
-                or not all(u.op == "Conv" and u.inputs[0] == resize.name
-                           and u.inputs.count(resize.name) == 1
-                           and not any(u.attrs.get(k) for k in _READS)
-                           and ops[u.name].variant() in ("DENSE", "DEPTHWISE") for u in users)):
+    for resize, users in candidates:
+        if ops[resize.name].integer_upscale() is None or \
+                not all(ops[u.name].variant() in ("DENSE", "DEPTHWISE") for u in users):
             continue
         for user in users:
             user.inputs = [resize.inputs[0], *user.inputs[1:]]
