@@ -18,9 +18,8 @@ evaluates the Resize on the way, and a Trainer runs the two apart again (glcnn/t
 """
 
 from ..ops import build_ops
+from ..ops.resize import RESIZES, fused_upscale
 from .graph import Graph
-
-RESIZES = ("Resize", "Upsample")  # also what glcnn/train/backward.py trains
 
 
 def fuse_upsampled_adds(graph: Graph) -> Graph:
@@ -44,7 +43,7 @@ def fuse_upsampled_adds(graph: Graph) -> Graph:
                     or upscales[resize.name] is None or shapes[other] != shapes[resize.name]):
                 continue
             add.inputs = [other, resize.inputs[0]]
-            add.attrs = {"upsample": {"op": resize.op, **resize.attrs}}
+            add.attrs = {"upsample": fused_upscale(resize)}
             graph.nodes.remove(resize)
             break
     return graph
@@ -76,6 +75,6 @@ def fuse_upsampled_convs(graph: Graph) -> Graph:
             continue
         for user in users:
             user.inputs = [resize.inputs[0], *user.inputs[1:]]
-            user.attrs = {**user.attrs, "input_upsample": {"op": resize.op, **resize.attrs}}
+            user.attrs = {**user.attrs, "input_upsample": fused_upscale(resize)}
         graph.nodes.remove(resize)
     return graph

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import UnsupportedOpError, quote
 from ..ops.base import GRAD_ACTIVATIONS
 from ..ops.binary import other_index
+from ..ops.resize import unfused_resize
 from ..registry import enter
 from .reference_ops import (
     ACTIVATIONS,
@@ -42,7 +43,6 @@ from .reference_ops import (
     sqrt,
     transpose,
 )
-from .graph import Node
 from .reference_seq import layer_norm, matmul
 
 __all__ = [
@@ -75,8 +75,7 @@ def _operand(node, values):
     or a glcnn-shaped (C, H, W) array (numpy broadcasting either way)."""
     k = other_index(node)  # after a fused input gate (applied by `evaluate`), 2
     if len(node.inputs) >= 2 and node.attrs.get("upsample"):  # glcnn.graph.fuse_resize
-        upsample = dict(node.attrs["upsample"])
-        resize = Node(upsample.pop("op"), "upsample", [node.inputs[k]], upsample)
+        resize = unfused_resize(node.attrs["upsample"], "upsample", node.inputs[k])
         return EVALUATORS[resize.op](resize, values)
     if len(node.inputs) >= 2 and not node.attrs.get("residual"):
         return values[node.inputs[k]]
@@ -341,8 +340,7 @@ def evaluate(node, values):
         raise UnsupportedOpError(f"reference has no op {quote(node.op)} (layer {quote(node.name)})")
     upsample = node.attrs.get("input_upsample")  # glcnn.graph.fuse_resize: Resize, then Conv
     if upsample:
-        upsample = dict(upsample)
-        resize = Node(upsample.pop("op"), "input_upsample", node.inputs[:1], upsample)
+        resize = unfused_resize(upsample, "input_upsample", node.inputs[0])
         values = {**values, node.inputs[0]: EVALUATORS[resize.op](resize, values)}
     pre = node.attrs.get("input_activation")  # glcnn.graph.passes.fuse_input_activations
     if pre:

@@ -44,9 +44,8 @@ import numpy as np
 
 from ..errors import UnsupportedOpError, WeightError, quote
 from ..layout import channels_shape, filters_shape, pack_channels, pack_filters
-from ..graph.graph import Node
 from .base import ACTIVATION_DEFAULTS, Op, conv_output_size, register
-from .resize import Resize
+from .resize import RESIZES, Resize, unfused_resize
 
 # Activations a conv applies to its input as it fetches it
 # (glcnn.graph.passes.fuse_input_activations; both map 0 to 0, so padding taps need no care).
@@ -157,12 +156,11 @@ class _ConvBase(Op):
         up = self.node.attrs.get("input_upsample")
         if not up:
             return None
-        if not isinstance(up, dict) or up.get("op") not in ("Resize", "Upsample"):
+        if not isinstance(up, dict) or up.get("op") not in RESIZES:
             self.fail(f"input_upsample={quote(up)}: a dict of the upscaling Resize's op and "
                       "attributes", UnsupportedOpError)
-        attrs = {k: v for k, v in up.items() if k != "op"}
-        resize = Resize(Node(up["op"], f"{self.node.name}/input_upsample", self.node.inputs[:1],
-                             attrs), self.in_shapes[:1])
+        resize = Resize(unfused_resize(up, f"{self.node.name}/input_upsample",
+                                       self.node.inputs[0]), self.in_shapes[:1])
         factors = resize.integer_upscale()
         if factors is None:
             self.fail(f"input_upsample {quote(up)} is not a nearest upscale by whole factors",

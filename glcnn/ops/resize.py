@@ -48,6 +48,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import UnsupportedOpError, quote
+from ..graph.graph import Node
 from .base import Op, register
 
 HALF = Fraction(1, 2)
@@ -63,9 +64,24 @@ DEFAULTS = {  # op type -> (coordinate_transformation_mode, nearest_mode)
     "Resize": ("half_pixel", "round_prefer_floor"),
     "Upsample": ("asymmetric", "floor"),
 }
+RESIZES = tuple(DEFAULTS)  # the op types this class runs (and glcnn/train/backward.py trains)
 
 
-@register("Resize", "Upsample")
+def fused_upscale(resize: Node) -> dict:
+    """The attribute an op that reads `resize`'s input upscaled itself carries in its place
+    (glcnn.graph.fuse_resize: an Add's "upsample", a Conv's "input_upsample"): {"op": its op
+    type, **its attributes}."""
+    return {"op": resize.op, **resize.attrs}
+
+
+def unfused_resize(upscale: dict, name: str, source: str) -> Node:
+    """The Resize node named `name`, reading `source`, that a `fused_upscale` attribute
+    describes (for the references, the Conv's own check, and a Trainer running it apart)."""
+    attrs = {k: v for k, v in upscale.items() if k != "op"}
+    return Node(upscale["op"], name, [source], attrs)
+
+
+@register(*RESIZES)
 class Resize(Op):
     shader = "resize.glsl"
 

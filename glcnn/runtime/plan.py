@@ -137,9 +137,9 @@ class Plan:
         if _variant(op) != "DENSE" or not op.node.inputs:
             return 0
         channels, h, _ = op.output_shape()
-        atlas = Atlas.of(self.shapes[op.node.inputs[0]])
-        texel = 4 * DTYPE_BYTES[INPUT_BUFFER_DTYPE[TEXTURE_DTYPE[self.precision]]]
-        size = math.prod(atlas.size) * texel
+        source = op.node.inputs[0]
+        texel = 4 * DTYPE_BYTES[INPUT_BUFFER_DTYPE[self.dtype(source)]]
+        size = math.prod(Atlas.of(self.shapes[source]).size) * texel
         if channels <= 4 or size <= BAND_FROM_BYTES:
             return 0
         rows = math.ceil(h / (step * block_y)) * step

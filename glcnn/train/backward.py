@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UnsupportedOpError, quote
-from ..graph.fuse_resize import RESIZES
+from ..ops.resize import RESIZES, unfused_resize
 from ..graph.graph import Graph, Node
 from ..layout import matrix_grid, matrix_shape
 from ..ops import Op, build_ops
@@ -76,10 +76,9 @@ def unfuse_upsamples(graph: Graph) -> Graph:
         return graph
     nodes = []
     for node in graph.nodes:
-        upsample = dict(node.attrs.get("input_upsample") or {})
+        upsample = node.attrs.get("input_upsample")
         if upsample:
-            resize = Node(upsample.pop("op"), f"{node.name}/input_upsample", node.inputs[:1],
-                          upsample)
+            resize = unfused_resize(upsample, f"{node.name}/input_upsample", node.inputs[0])
             attrs = {k: v for k, v in node.attrs.items() if k != "input_upsample"}
             nodes.append(resize)
             node = dataclasses.replace(node, inputs=[resize.name, *node.inputs[1:]], attrs=attrs)
@@ -240,9 +239,8 @@ def _input_grads(nodes, params, node: Node, g: str, dz: str, graph_inputs, shape
         x, u, name = *node.inputs, f"du:{node.name}"
         if u in graph_inputs:
             return [(x, dz)]
-        upsample = dict(node.attrs["upsample"])
-        nodes.append(Node("ResizeGrad", name, [dz, u], {"forward": upsample.pop("op"),
-                                                        **upsample}))
+        resize = unfused_resize(node.attrs["upsample"], f"up:{node.name}", u)
+        nodes.append(Node("ResizeGrad", name, [dz, u], {"forward": resize.op} | resize.attrs))
         return [(x, dz), (u, name)]
     if node.op == "Add":
         return [(t, dz) for t in node.inputs]

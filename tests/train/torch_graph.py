@@ -5,7 +5,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from glcnn.graph import Node
+from glcnn.ops.resize import unfused_resize
 
 ACTIVATIONS = {
     "Relu": lambda z, a: torch.relu(z),
@@ -99,8 +99,7 @@ class TorchGraph:
         if node.op in ACTIVATIONS:
             return ACTIVATIONS[node.op](x, a)
         if node.op == "Add" and a.get("upsample"):  # glcnn.graph.fuse_resize: Resize, then Add
-            upsample = dict(a["upsample"])
-            resize = Node(upsample.pop("op"), "upsample", [node.inputs[1]], upsample)
+            resize = unfused_resize(a["upsample"], "upsample", node.inputs[1])
             z = x + _resize(self, resize, values)
         elif node.op == "Add":
             z = x + values[node.inputs[1]]
@@ -115,9 +114,8 @@ class TorchGraph:
             geometry = dict(stride=tuple(a.get("strides", (1, 1))), padding=(pt, pl),
                             dilation=tuple(a.get("dilations", (1, 1))), groups=a.get("group", 1))
             if a.get("input_upsample"):  # glcnn.graph.fuse_resize: Resize, then this Conv;
-                upsample = dict(a["input_upsample"])  # its tensor is the Trainer's (unfused)
-                name = f"{node.name}/input_upsample"
-                resize = Node(upsample.pop("op"), name, node.inputs[:1], upsample)
+                name = f"{node.name}/input_upsample"  # its tensor is the Trainer's (unfused)
+                resize = unfused_resize(a["input_upsample"], name, node.inputs[0])
                 x = values[name] = _resize(self, resize, values)
                 x.retain_grad()
             if node.op == "Conv":
