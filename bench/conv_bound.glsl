@@ -16,11 +16,22 @@
 //                    per output and input slice, summed by additive blending).
 //   INPUT_COMPUTED   weights fetched, but no input fetches: the input is u_x scaled by
 //                    1 + (c * H + y) * W + x (zero outside), the bound without input fetches.
+//   PAIRED           K = 1, weights fetched, and a fragment computes 4 pixels of 2 output
+//                    slices (2 * so and 2 * so + 1; targets 0-3 and 4-7): half the input
+//                    fetches, twice the weight fetches.
 
 #define TAPS (K * K)
+#ifdef PAIRED
+#define PIXELS 4  // per fragment and output slice
+#if K != 1
+#error PAIRED is for 1x1 convs
+#endif
+#else
+#define PIXELS 8
+#endif
 
 uniform samplerBuffer u_in;
-#if defined(WEIGHTS_FETCHED) || defined(INPUT_COMPUTED)
+#if defined(WEIGHTS_FETCHED) || defined(INPUT_COMPUTED) || defined(PAIRED)
 uniform samplerBuffer u_w;
 uniform vec4 u_x;
 #elif defined(WEIGHTS_UNIFORM)
@@ -54,7 +65,7 @@ vec4 fetch(int c, int y, int x) {
 }
 
 mat4 weights(int so, int c, int t) {
-#if defined(WEIGHTS_FETCHED) || defined(INPUT_COMPUTED)
+#if defined(WEIGHTS_FETCHED) || defined(INPUT_COMPUTED) || defined(PAIRED)
     int i = ((so * SI + c) * TAPS + t) * 4;
     return mat4(texelFetch(u_w, i), texelFetch(u_w, i + 1), texelFetch(u_w, i + 2),
                 texelFetch(u_w, i + 3));
@@ -81,7 +92,7 @@ void main() {
 #else
     int so = p.x / TW;
 #endif
-    int x0 = (p.x % TW) * 8, y = p.y;
+    int x0 = (p.x % TW) * PIXELS, y = p.y;
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = vec4(0.0);
 #ifdef WEIGHTS_BLENDED
     { int c = u_c;
@@ -98,6 +109,12 @@ void main() {
         TAP(r0_, 0, 0) TAP(r0_, 0, 1) TAP(r0_, 0, 2)
         TAP(r1_, 1, 0) TAP(r1_, 1, 1) TAP(r1_, 1, 2)
         TAP(r2_, 2, 0) TAP(r2_, 2, 1) TAP(r2_, 2, 2)
+#elif defined(PAIRED)
+        vec4 r_[4];
+        for (int m = 0; m < 4; ++m) r_[m] = fetch(c, y, x0 + m);
+        mat4 w = weights(2 * so, c, 0), v = weights(2 * so + 1, c, 0);
+        a0 += w * r_[0]; a1 += w * r_[1]; a2 += w * r_[2]; a3 += w * r_[3];
+        a4 += v * r_[0]; a5 += v * r_[1]; a6 += v * r_[2]; a7 += v * r_[3];
 #else
         vec4 r_[8];
         for (int m = 0; m < 8; ++m) r_[m] = fetch(c, y, x0 + m);

@@ -1,9 +1,9 @@
-"""What a blocked conv's weight fetches cost on this GL driver: one conv, four weight paths.
+"""What a blocked conv's texel fetches cost on this GL driver: one conv, six variants.
 
-    python bench/conv_bound.py [--kernel 3] [--size 128] [--channels 64] [--runs 15]
+    python bench/conv_bound.py [--kernel 3] [--size 128] [--channels 64] [--runs 15] [--rounds 3]
 
 Runs bench/conv_bound.glsl (the inner loop of glcnn's 1×8 blocked conv, written out by hand)
-as a C → C K×K conv (K = 1 or 3), stride 1, pad K div 2, on a size² float32 input, four ways:
+as a C → C K×K conv (K = 1 or 3), stride 1, pad K div 2, on a size² float32 input:
 
 - fetched: 4 texelFetch of a float32 buffer texture per tap (glcnn's path);
 - uniform: one mat4 uniform for every tap and input slice: the same multiply-adds and input
@@ -13,7 +13,9 @@ as a C → C K×K conv (K = 1 or 3), stride 1, pad K div 2, on a size² float32 
 - blended: one draw per (output slice, input slice) with that pair's K² taps in a mat4[K²]
   uniform read at constant indices, the draws summed by additive blending into the targets;
 - computed inputs: weights fetched as glcnn does, the input computed from the pixel's position
-  instead of fetched (another made-up conv: the bound without input fetches).
+  instead of fetched (another made-up conv: the bound without input fetches);
+- 4 px × 2 slices (1×1 only): weights fetched, each fragment 4 pixels of 2 output slices
+  instead of 8 pixels of one: half the input fetches, twice the weight fetches.
 
 Each result is checked against numpy (the made-up ones against the conv they compute) before
 anything is timed; then --rounds rounds time every variant in turn, each the 20th percentile
@@ -41,7 +43,14 @@ void main() {
 """
 VARIANTS = {"fetched": "WEIGHTS_FETCHED", "uniform": "WEIGHTS_UNIFORM",
             "gathered": "WEIGHTS_GATHERED", "blended": "WEIGHTS_BLENDED",
-            "computed inputs": "INPUT_COMPUTED"}
+            "computed inputs": "INPUT_COMPUTED", "4 px × 2 slices": "PAIRED"}
+PAIRED = "4 px × 2 slices"  # 1×1 only
+
+
+def variants(kernel: int, slices: int) -> list[str]:
+    """The variants that apply to a `kernel`×`kernel` conv of `slices` slices."""
+    paired = kernel == 1 and slices % 2 == 0
+    return [v for v in VARIANTS if v != PAIRED or paired]
 
 
 def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -92,13 +101,13 @@ class Bound:
         self.fbo = gl.framebuffer(self.targets)
 
     def program(self, variant: str) -> moderngl.Program:
-        s, tw = self.size, self.size // 8
+        s, tw = self.size, self.size // (4 if variant == PAIRED else 8)
         defines = (f"#define K {self.kernel}\n#define H {s}\n#define W {s}\n"
                    f"#define SI {self.slices}\n#define TW {tw}\n"
                    f"#define {VARIANTS[variant]} 1\n")
         source = "#version 330 core\n" + defines + "#line 1\n" + SHADER.read_text()
         program = self.ctx.gl.program(vertex_shader=VERTEX, fragment_shader=source)
-        fetched = variant in ("fetched", "computed inputs")
+        fetched = variant in ("fetched", "computed inputs", PAIRED)
         samplers = ({"u_in": 0} if variant != "computed inputs" else {}) | (
             {"u_w": 1} if fetched else {})
         self.ctx.set_uniforms(program, samplers)  # samplerBuffer: moderngl writes it wrongly
@@ -115,7 +124,7 @@ class Bound:
         self.input.use(0)
         self.weights.use(1)
         tw, per_slice = self.size // 8, self.packed[0].nbytes
-        if variant in ("fetched", "uniform", "computed inputs"):
+        if variant in ("fetched", "uniform", "computed inputs", PAIRED):
             self.fbo.viewport = (0, 0, self.slices * tw, self.size)
             vao.render(moderngl.TRIANGLES, vertices=3)
             return
@@ -137,13 +146,15 @@ class Bound:
             self.fbo.viewport = (so * tw, 0, tw, self.size)
             vao.render(moderngl.TRIANGLES, vertices=3)
 
-    def result(self) -> np.ndarray:
-        """The output (C, H, W) from the 8 targets: target j holds pixels x = 8·bx + j."""
-        s = self.size
-        parts = [np.frombuffer(t.read(), np.float32).reshape(s, self.slices, s // 8, 4)
+    def result(self, variant: str) -> np.ndarray:
+        """The output (C, H, W) from the 8 targets: target j holds pixels x = 8·bx + j of
+        slice so; PAIRED: target 4q + j pixels x = 4·bx + j of slice 2·so + q."""
+        s, pixels = self.size, 4 if variant == PAIRED else 8
+        parts = [np.frombuffer(t.read(), np.float32).reshape(s, -1, s // pixels, 4)
                  for t in self.targets]
-        out = np.stack(parts, axis=3)  # (y, so, bx, j, lane)
-        return out.transpose(1, 4, 0, 2, 3).reshape(self.slices * 4, s, s)
+        out = np.stack(parts, axis=3)  # (y, so, bx, target, lane)
+        out = out.reshape(s, out.shape[1], s // pixels, 8 // pixels, pixels, 4)
+        return out.transpose(1, 3, 5, 0, 2, 4).reshape(self.slices * 4, s, s)
 
     def expected(self, variant: str) -> np.ndarray:
         if variant == "computed inputs":
@@ -173,7 +184,7 @@ class Bound:
         program, vao, _ = self.prepare(variant)
         vao.release()
         program.release()
-        return float(np.abs(self.result() - self.expected(variant)).max())
+        return float(np.abs(self.result(variant) - self.expected(variant)).max())
 
     def time(self, variant: str, program, vao, runs: int) -> float:
         """20th percentile ms of `runs` draws, each between two glFinish."""
@@ -207,12 +218,12 @@ def main(argv=None) -> None:
     print(f"{bound.ctx.renderer}, {bound.ctx.version}; {k}×{k} conv {c} → {c} at "
           f"{args.size}², {flops / 1e6:.0f} MFLOP")
     prepared = {}
-    for variant in VARIANTS:
+    for variant in variants(k, c // 4):
         program, vao, first = prepared[variant] = bound.prepare(variant)
-        error = np.abs(bound.result() - bound.expected(variant)).max()
+        error = np.abs(bound.result(variant) - bound.expected(variant)).max()
         if error > 1e-3:
             sys.exit(f"{variant}: max error {error:.3g} against numpy; not timed")
-    times = {variant: [] for variant in VARIANTS}
+    times = {variant: [] for variant in prepared}
     for _ in range(args.rounds):
         for variant, (program, vao, _) in prepared.items():
             times[variant].append(bound.time(variant, program, vao, args.runs))

@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import conv_bound as cb  # noqa: E402
 
 
-@pytest.mark.parametrize("kernel", [1, 3])
-@pytest.mark.parametrize("variant", list(cb.VARIANTS))
+@pytest.mark.parametrize(("variant", "kernel"), [
+    (v, k) for k in (1, 3) for v in cb.variants(k, 2)])
 def test_each_weight_path_is_the_conv(ctx, variant, kernel):
     bound = cb.Bound(16, 8, ctx, seed=3, kernel=kernel)
     try:
@@ -43,3 +43,9 @@ def test_a_1x1_kernel_packs_one_tap():
     packed = cb.blocks(w)
     assert packed.shape == (1, 2, 1, 4, 4)
     assert packed[0, 1, 0, 3, 2] == np.float32(w[2, 7, 0, 0])
+
+
+def test_pairs_are_offered_for_1x1_convs_of_whole_pairs_only():
+    assert cb.PAIRED in cb.variants(1, 2)
+    assert cb.PAIRED not in cb.variants(1, 3)
+    assert cb.PAIRED not in cb.variants(3, 2)
