@@ -41,10 +41,11 @@ void main() {
     gl_Position = vec4(p, 0.0, 1.0);
 }
 """
+PAIRED = "4 px × 2 slices"  # 1×1 only
+# variant -> the define that selects it in conv_bound.glsl
 VARIANTS = {"fetched": "WEIGHTS_FETCHED", "uniform": "WEIGHTS_UNIFORM",
             "gathered": "WEIGHTS_GATHERED", "blended": "WEIGHTS_BLENDED",
-            "computed inputs": "INPUT_COMPUTED", "4 px × 2 slices": "PAIRED"}
-PAIRED = "4 px × 2 slices"  # 1×1 only
+            "computed inputs": "INPUT_COMPUTED", PAIRED: "PAIRED"}
 
 
 def variants(kernel: int, slices: int) -> list[str]:
@@ -101,6 +102,7 @@ class Bound:
         self.fbo = gl.framebuffer(self.targets)
 
     def program(self, variant: str) -> moderngl.Program:
+        """conv_bound.glsl compiled for `variant`, its samplers and uniforms set."""
         s, tw = self.size, self.size // (4 if variant == PAIRED else 8)
         defines = (f"#define K {self.kernel}\n#define H {s}\n#define W {s}\n"
                    f"#define SI {self.slices}\n#define TW {tw}\n"
@@ -120,6 +122,8 @@ class Bound:
         return program
 
     def draw(self, variant: str, program: moderngl.Program, vao) -> None:
+        """One conv into the 8 targets: one draw, or one per output slice (gathered) or per
+        slice pair (blended, summed by additive blending)."""
         self.fbo.use()
         self.input.use(0)
         self.weights.use(1)
@@ -198,6 +202,7 @@ class Bound:
         return float(np.percentile(times, 20)) * 1e3
 
     def release(self) -> None:
+        """Free the GL objects (the context stays)."""
         self.ctx.park()  # moderngl rebinds the last used framebuffer: not a released one
         for thing in (self.input, self.weights, self.block, self.fbo, *self.targets):
             thing.release()
