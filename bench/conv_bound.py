@@ -32,15 +32,12 @@ import moderngl
 import numpy as np
 
 import glcnn
+from glcnn.graph.reference_ops import conv
+from glcnn.resources import shader_text
 from glcnn.runtime.gl import BufferTexture
 
 SHADER = Path(__file__).with_name("conv_bound.glsl")
-VERTEX = """#version 330 core
-void main() {
-    vec2 p = vec2(gl_VertexID == 1 ? 3.0 : -1.0, gl_VertexID == 2 ? 3.0 : -1.0);
-    gl_Position = vec4(p, 0.0, 1.0);
-}
-"""
+VERTEX = "#version 330 core\n" + shader_text("fullscreen.vert")  # glcnn's own triangle
 PAIRED = "4 px × 2 slices"  # 1×1 only
 # variant -> the define that selects it in conv_bound.glsl
 VARIANTS = {"fetched": "WEIGHTS_FETCHED", "uniform": "WEIGHTS_UNIFORM",
@@ -55,15 +52,10 @@ def variants(kernel: int, slices: int) -> list[str]:
 
 
 def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """float64 conv of x (C, H, W) with w (Co, C, K, K), stride 1, pad K div 2: (Co, H, W)."""
-    _, h, wd = x.shape
-    k = w.shape[-1]
-    xp = np.pad(x.astype(np.float64), ((0, 0), (k // 2, k // 2), (k // 2, k // 2)))
-    out = np.zeros((w.shape[0], h, wd))
-    for ky in range(k):
-        for kx in range(k):
-            out += np.einsum("oc,chw->ohw", w[:, :, ky, kx], xp[:, ky:ky + h, kx:kx + wd])
-    return out
+    """float64 conv of x (C, H, W) with w (Co, C, K, K), stride 1, pad K div 2: (Co, H, W)
+    (glcnn's numpy reference, glcnn.graph.reference_ops.conv)."""
+    pad = w.shape[-1] // 2
+    return conv(x, w, pads=(pad, pad, pad, pad))
 
 
 def blocks(w: np.ndarray) -> np.ndarray:
